@@ -1,0 +1,111 @@
+"""Settings from ``BOSUN_*`` environment variables and an optional TOML file.
+
+Precedence: explicit arguments (the CLI's flags) > environment > TOML file > defaults.
+Nested groups use a double underscore: ``BOSUN_MODELS__EXECUTOR=scripted:replies.yaml``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEV_JWT_SECRET = "bosun-dev-secret-do-not-use-in-production"  # noqa: S105 (a known, refused value)
+MIN_SECRET_BYTES = 32
+Role = Literal["planner", "executor", "merger", "summariser"]
+
+
+class ModelSettings(BaseModel):
+    """Model spec per role; a role without its own spec uses ``default``."""
+
+    default: str | None = None
+    planner: str | None = None
+    executor: str | None = None
+    merger: str | None = None
+    summariser: str | None = None
+    allowed: list[str] = Field(
+        default_factory=list,
+        description="Extra specs a request may choose with its `model` field.",
+    )
+
+    def for_role(self, role: Role) -> str | None:
+        spec: str | None = getattr(self, role)
+        return spec or self.default
+
+
+class LimitSettings(BaseModel):
+    max_body_bytes: int = Field(default=64 * 1024, gt=0)
+    max_message_chars: int = Field(default=32_000, gt=0)
+    keepalive_s: float = Field(default=15.0, gt=0)
+    turn_timeout_s: float = Field(default=300.0, gt=0)
+    sessions_page_size: int = Field(default=50, gt=0, le=500)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="BOSUN_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    database_url: str = "sqlite+aiosqlite:///./bosun.db"
+    jwt_secret: SecretStr | None = None
+    jwt_algorithm: Literal["HS256", "HS384", "HS512"] = "HS256"
+    token_ttl_s: int = Field(default=24 * 3600, gt=0)
+    models: ModelSettings = Field(default_factory=ModelSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file())
+        return (init_settings, env_settings, toml)
+
+    def secret_is_safe(self) -> bool:
+        if self.jwt_secret is None:
+            return False
+        value = self.jwt_secret.get_secret_value()
+        return value != DEV_JWT_SECRET and len(value.encode()) >= MIN_SECRET_BYTES
+
+    def effective_secret(self) -> str:
+        """The signing secret; the known development secret when none is set."""
+        return self.jwt_secret.get_secret_value() if self.jwt_secret else DEV_JWT_SECRET
+
+
+def config_file() -> Path | None:
+    """``$BOSUN_CONFIG`` or ``./bosun.toml`` when it exists."""
+    named = os.environ.get("BOSUN_CONFIG")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise FileNotFoundError(f"BOSUN_CONFIG names {named!r}, which does not exist")
+        return path
+    default = Path("bosun.toml")
+    return default if default.is_file() else None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    return Settings(**overrides)
+
+
+_GENERATE = "python3 -c 'import secrets; print(secrets.token_urlsafe(48))'"
+UNSAFE_SECRET_HELP = (
+    "Refusing to start: BOSUN_JWT_SECRET is unset, too short (< 32 bytes) or the "
+    "development value. Set a random one, for example:\n"
+    f'  export BOSUN_JWT_SECRET="$({_GENERATE})"\n'
+    'or put jwt_secret = "..." in bosun.toml. For local development only, pass --dev.'
+)

@@ -1,0 +1,1 @@
+"""Bounded executor sub-agents that run a plan's steps as tool loops, and the merge."""

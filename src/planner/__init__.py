@@ -1,0 +1,1 @@
+"""Triage, plans and source selection by a cheap planner model; planner-only dry runs."""

@@ -1,0 +1,26 @@
+"""Persistence: the append-only event log, sessions, turns, tool executions and usage.
+
+SQLAlchemy 2 async over SQLite (aiosqlite) or PostgreSQL (asyncpg) with the same code;
+the schema is migrated by alembic scripts in the repository's ``migrations/``.
+"""
+
+from store._log import EventLog, LogNotifier, SessionNotFoundError, StoredEvent
+from store._models import Base
+from store._sessions import SessionRecord, Sessions, TurnRecord, UsageRecord, UsageTotals
+from store._store import Store
+
+metadata = Base.metadata
+
+__all__ = [
+    "EventLog",
+    "LogNotifier",
+    "SessionNotFoundError",
+    "SessionRecord",
+    "Sessions",
+    "Store",
+    "StoredEvent",
+    "TurnRecord",
+    "UsageRecord",
+    "UsageTotals",
+    "metadata",
+]

@@ -1,0 +1,183 @@
+"""The append-only session log and the wake-ups that let readers tail it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store._db import Database
+from store._models import EventRow, SessionRow, TurnRow, utcnow
+from store.events import Event, TurnStatus, event_data, parse_event
+
+
+class SessionNotFoundError(LookupError):
+    """Raised when appending to a session that does not exist."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as committed to the log, with its sequence number."""
+
+    session_id: str
+    seq: int
+    type: str
+    data: dict[str, Any]
+    turn_id: str | None
+    created_at: datetime
+
+    @property
+    def event(self) -> Event:
+        return parse_event(self.data)
+
+
+class LogNotifier:
+    """In-process wake-ups for log readers, keyed by session.
+
+    A reader registers before it reads, so an append that commits between its read and
+    its wait still wakes it. Cross-worker wake-ups (PostgreSQL NOTIFY) plug in here.
+    """
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+
+    @contextmanager
+    def listen(self, session_id: str) -> Iterator[asyncio.Event]:
+        wake = asyncio.Event()
+        self._waiters.setdefault(session_id, set()).add(wake)
+        try:
+            yield wake
+        finally:
+            waiters = self._waiters.get(session_id)
+            if waiters is not None:
+                waiters.discard(wake)
+                if not waiters:
+                    del self._waiters[session_id]
+
+    def notify(self, session_id: str) -> None:
+        for wake in self._waiters.get(session_id, ()):
+            wake.set()
+
+
+class EventLog:
+    """Appends events with gap-free per-session sequence numbers and reads them back."""
+
+    def __init__(self, db: Database, notifier: LogNotifier) -> None:
+        self._db = db
+        self.notifier = notifier
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        turn_id: str | None = None,
+        finish: TurnStatus | None = None,
+    ) -> list[StoredEvent]:
+        """Append ``events`` in one transaction; with ``finish``, also close the turn.
+
+        The sequence numbers come from the session's counter row, bumped in the same
+        transaction as the insert, so concurrent appends never collide or leave gaps.
+        """
+        assert finish is None or turn_id is not None, "finishing needs the turn id"
+        async with self._db.write() as conn:
+            stored = await self._insert(conn, session_id, events, turn_id)
+            if finish is not None:
+                await conn.execute(
+                    update(TurnRow)
+                    .where(TurnRow.id == turn_id)
+                    .values(status=finish, finished_at=stored[-1].created_at)
+                )
+        self.notifier.notify(session_id)
+        return stored
+
+    async def open_turn(
+        self, session_id: str, events: Sequence[Event], *, turn_id: str, trace_id: str
+    ) -> list[StoredEvent]:
+        """Record a running turn and append its opening events, in one transaction."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                insert(TurnRow).values(
+                    id=turn_id,
+                    session_id=session_id,
+                    trace_id=trace_id,
+                    status="running",
+                    started_at=utcnow(),
+                )
+            )
+            stored = await self._insert(conn, session_id, events, turn_id)
+        self.notifier.notify(session_id)
+        return stored
+
+    @staticmethod
+    async def _insert(
+        conn: AsyncConnection, session_id: str, events: Sequence[Event], turn_id: str | None
+    ) -> list[StoredEvent]:
+        assert events, "append needs at least one event"
+        now = utcnow()
+        last = await conn.scalar(
+            update(SessionRow)
+            .where(SessionRow.id == session_id)
+            .values(last_seq=SessionRow.last_seq + len(events), updated_at=now)
+            .returning(SessionRow.last_seq)
+        )
+        if last is None:
+            raise SessionNotFoundError(f"No session {session_id!r} to append to")
+        first = last - len(events) + 1
+        rows = [
+            {
+                "session_id": session_id,
+                "seq": first + i,
+                "turn_id": turn_id,
+                "type": ev.type,
+                "data": event_data(ev),
+                "created_at": now,
+            }
+            for i, ev in enumerate(events)
+        ]
+        await conn.execute(insert(EventRow), rows)
+        return [StoredEvent(**row) for row in rows]
+
+    async def read(
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        turn_id: str | None = None,
+    ) -> list[StoredEvent]:
+        """Events with ``seq > after`` in order, optionally of one turn only."""
+        query = (
+            select(
+                EventRow.session_id,
+                EventRow.seq,
+                EventRow.type,
+                EventRow.data,
+                EventRow.turn_id,
+                EventRow.created_at,
+            )
+            .where(EventRow.session_id == session_id, EventRow.seq > after)
+            .order_by(EventRow.seq)
+        )
+        if turn_id is not None:
+            query = query.where(EventRow.turn_id == turn_id)
+        if limit is not None:
+            query = query.limit(limit)
+        async with self._db.read() as conn:
+            result = await conn.execute(query)
+            return [StoredEvent(**row._asdict()) for row in result]
+
+    async def last_seq(self, session_id: str) -> int:
+        async with self._db.read() as conn:
+            value = await conn.scalar(
+                select(func.coalesce(func.max(EventRow.seq), 0)).where(
+                    EventRow.session_id == session_id
+                )
+            )
+        return int(value or 0)

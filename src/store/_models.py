@@ -1,0 +1,145 @@
+"""ORM tables. The events table is append-only: rows are inserted, never updated or deleted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC timestamps on every dialect (SQLite keeps no offset)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert value.tzinfo is not None, "store timestamps must be timezone-aware"
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=UTC)
+
+
+JSONData = JSON().with_variant(JSONB(), "postgresql")
+BigId = BigInteger().with_variant(Integer(), "sqlite")  # SQLite autoincrements INTEGER only
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSONData,
+    }
+
+
+class OrgRow(Base):
+    __tablename__ = "orgs"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tier: Mapped[str] = mapped_column(String(32), default="lite")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_org_user_updated", "org_id", "user_id", "updated_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"))
+    user_id: Mapped[str] = mapped_column(String(128))
+    title: Mapped[str | None] = mapped_column(String(200), default=None)
+    # The per-session sequence counter: bumped in the same transaction as each insert.
+    last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+    __table_args__ = (Index("ix_turns_session_status", "session_id", "status"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    trace_id: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_events_session_seq"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    turn_id: Mapped[str | None] = mapped_column(String(36), default=None)
+    type: Mapped[str] = mapped_column(String(40))
+    data: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ToolExecutionRow(Base):
+    """One row per tool use: ``pending -> succeeded | failed | rejected_by_user``."""
+
+    __tablename__ = "tool_executions"
+    __table_args__ = (Index("ix_tool_executions_session", "session_id"),)
+
+    tool_use_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(36))
+    tool: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(24), default="pending")
+    idempotency_key: Mapped[str | None] = mapped_column(String(128), unique=True, default=None)
+    input: Mapped[dict[str, Any]]
+    output: Mapped[dict[str, Any] | None] = mapped_column(JSONData, default=None)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONData, default=None)
+    inverse: Mapped[dict[str, Any] | None] = mapped_column(JSONData, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class UsageRow(Base):
+    """Tokens and cost of one model call; roll-ups are derived from these rows."""
+
+    __tablename__ = "usage"
+    __table_args__ = (
+        Index("ix_usage_session", "session_id"),
+        Index("ix_usage_org_user_created", "org_id", "user_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(36))
+    org_id: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(200))
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost_usd_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,187 @@
+"""Orgs, sessions, turns and usage rows: everything about a session but its log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from store._db import Database
+from store._log import EventLog
+from store._models import OrgRow, SessionRow, TurnRow, UsageRow, utcnow
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    id: str
+    org_id: str
+    user_id: str
+    title: str | None
+    last_seq: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    id: str
+    session_id: str
+    trace_id: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageRecord:
+    """Tokens and cost of one model call, attributed to a turn and a role."""
+
+    session_id: str
+    turn_id: str
+    org_id: str
+    user_id: str
+    role: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd_micros: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd_micros: int
+
+
+_SESSION_COLUMNS = (
+    SessionRow.id,
+    SessionRow.org_id,
+    SessionRow.user_id,
+    SessionRow.title,
+    SessionRow.last_seq,
+    SessionRow.created_at,
+    SessionRow.updated_at,
+)
+_TURN_COLUMNS = (
+    TurnRow.id,
+    TurnRow.session_id,
+    TurnRow.trace_id,
+    TurnRow.status,
+    TurnRow.started_at,
+    TurnRow.finished_at,
+)
+
+
+class Sessions:
+    """Repository of orgs, sessions, turns and usage."""
+
+    def __init__(self, db: Database, log: EventLog) -> None:
+        self._db = db
+        self._log = log
+
+    async def create(
+        self, *, org_id: str, user_id: str, session_id: str, title: str | None
+    ) -> None:
+        """Create a session, and its org on first sight (orgs come from tokens)."""
+        now = utcnow()
+        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
+        async with self._db.write() as conn:
+            await conn.execute(
+                dialect_insert(OrgRow)
+                .values(id=org_id, tier="lite", created_at=now)
+                .on_conflict_do_nothing(index_elements=["id"])
+            )
+            await conn.execute(
+                insert(SessionRow).values(
+                    id=session_id,
+                    org_id=org_id,
+                    user_id=user_id,
+                    title=title,
+                    last_seq=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(select(*_SESSION_COLUMNS).where(SessionRow.id == session_id))
+            ).first()
+        return SessionRecord(**row._asdict()) if row else None
+
+    async def list_for_user(
+        self, *, org_id: str, user_id: str, limit: int, before: datetime | None = None
+    ) -> list[SessionRecord]:
+        """The user's sessions in the org, most recently active first."""
+        query = (
+            select(*_SESSION_COLUMNS)
+            .where(SessionRow.org_id == org_id, SessionRow.user_id == user_id)
+            .order_by(SessionRow.updated_at.desc(), SessionRow.id)
+            .limit(limit)
+        )
+        if before is not None:
+            query = query.where(SessionRow.updated_at < before)
+        async with self._db.read() as conn:
+            return [SessionRecord(**row._asdict()) for row in await conn.execute(query)]
+
+    async def turns(self, session_id: str) -> list[TurnRecord]:
+        async with self._db.read() as conn:
+            result = await conn.execute(
+                select(*_TURN_COLUMNS)
+                .where(TurnRow.session_id == session_id)
+                .order_by(TurnRow.started_at, TurnRow.id)
+            )
+            return [TurnRecord(**row._asdict()) for row in result]
+
+    async def running_turns(self, session_id: str | None = None) -> list[TurnRecord]:
+        query = select(*_TURN_COLUMNS).where(TurnRow.status == "running")
+        if session_id is not None:
+            query = query.where(TurnRow.session_id == session_id)
+        async with self._db.read() as conn:
+            return [TurnRecord(**row._asdict()) for row in await conn.execute(query)]
+
+    async def record_usage(self, usage: UsageRecord) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                insert(UsageRow).values(
+                    session_id=usage.session_id,
+                    turn_id=usage.turn_id,
+                    org_id=usage.org_id,
+                    user_id=usage.user_id,
+                    role=usage.role,
+                    model=usage.model,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                    cost_usd_micros=usage.cost_usd_micros,
+                    created_at=utcnow(),
+                )
+            )
+
+    async def usage_totals(self, session_id: str) -> UsageTotals:
+        columns = (
+            UsageRow.input_tokens,
+            UsageRow.output_tokens,
+            UsageRow.cache_read_tokens,
+            UsageRow.cache_write_tokens,
+            UsageRow.cost_usd_micros,
+        )
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(*(func.coalesce(func.sum(c), 0) for c in columns)).where(
+                        UsageRow.session_id == session_id
+                    )
+                )
+            ).one()
+        return UsageTotals(*(int(v) for v in row))

@@ -1,0 +1,30 @@
+"""The store facade the upper layers hold: one database, its log and its repositories."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from store._db import Database
+from store._log import EventLog, LogNotifier
+from store._sessions import Sessions
+
+
+class Store:
+    """Everything persistent behind one database URL (SQLite or PostgreSQL)."""
+
+    def __init__(self, url: str) -> None:
+        self.db = Database(url)
+        self.log = EventLog(self.db, LogNotifier())
+        self.sessions = Sessions(self.db, self.log)
+
+    @property
+    def dialect(self) -> str:
+        return self.db.dialect
+
+    async def ping(self) -> None:
+        """Fail unless the database answers a trivial query."""
+        async with self.db.read() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def close(self) -> None:
+        await self.db.close()

@@ -1,0 +1,206 @@
+"""The turn events: one typed record per thing that happens in a session.
+
+The same objects are persisted in the append-only log, streamed as SSE frames, replayed
+to rebuild a conversation and read by reports, so their names and fields are public API
+(see API.md). Each is a frozen, keyword-only dataclass tagged by a literal ``type``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+TurnStatus = Literal["completed", "suspended", "failed", "cancelled"]
+Strategy = Literal["simple", "tool", "complex"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SessionStarted:
+    session_id: str
+    turn_id: str
+    type: Literal["session_started"] = "session_started"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UserMessage:
+    message_id: str
+    text: str
+    type: Literal["user_message"] = "user_message"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanStep:
+    id: str
+    goal: str
+    tools: list[str] = field(default_factory=list)
+    depends_on: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanCreated:
+    strategy: Strategy
+    reasoning: str
+    steps: list[PlanStep] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    type: Literal["plan_created"] = "plan_created"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContextLoaded:
+    source: str
+    tokens: int
+    truncated: bool
+    type: Literal["context_loaded"] = "context_loaded"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepStarted:
+    step_id: str
+    executor_id: str
+    type: Literal["step_started"] = "step_started"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepCompleted:
+    step_id: str
+    executor_id: str
+    ok: bool
+    summary: str
+    tool_calls: int
+    tokens: int
+    duration_ms: int
+    type: Literal["step_completed"] = "step_completed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    """A piece of streamed text; ``step_id`` is absent for the final answer."""
+
+    delta: str
+    step_id: str | None = None
+    type: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolError:
+    code: str
+    message: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolStarted:
+    tool_use_id: str
+    tool: str
+    input: dict[str, Any]
+    step_id: str | None = None
+    type: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCompleted:
+    tool_use_id: str
+    ok: bool
+    output: Any = None
+    error: ToolError | None = None
+    inverse_available: bool = False
+    type: Literal["tool_completed"] = "tool_completed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfirmationPending:
+    tool_use_id: str
+    tool: str
+    input: dict[str, Any]
+    confirm: Literal["destructive", "always"]
+    type: Literal["confirmation_pending"] = "confirmation_pending"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    id: str
+    label: str
+    sublabel: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DisambiguationPending:
+    tool_use_id: str
+    kind: str
+    prompt: str
+    candidates: list[Candidate]
+    type: Literal["disambiguation_pending"] = "disambiguation_pending"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessageDone:
+    message_id: str
+    stop_reason: str
+    type: Literal["message_done"] = "message_done"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd_micros: int = 0
+    by_role: dict[str, dict[str, int]] = field(default_factory=dict)
+    type: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Error:
+    """A classified failure; ``code`` is one of the stable codes in API.md."""
+
+    code: str
+    message: str
+    trace_id: str
+    type: Literal["error"] = "error"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Done:
+    """Always the last event of a turn."""
+
+    session_id: str
+    status: TurnStatus
+    type: Literal["done"] = "done"
+
+
+Event = Annotated[
+    SessionStarted
+    | UserMessage
+    | PlanCreated
+    | ContextLoaded
+    | StepStarted
+    | StepCompleted
+    | TextDelta
+    | ToolStarted
+    | ToolCompleted
+    | ConfirmationPending
+    | DisambiguationPending
+    | MessageDone
+    | Usage
+    | Error
+    | Done,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """The event as a JSON-ready dict, ``type`` included (the log's ``data`` column).
+
+    Top-level fields that are ``None`` are left out: API.md marks them optional (absent).
+    """
+    return {key: value for key, value in asdict(event).items() if value is not None}
+
+
+def parse_event(data: dict[str, Any]) -> Event:
+    """Rebuild a typed event from the log's ``data`` column."""
+    return EVENT_ADAPTER.validate_python(data)

@@ -1,0 +1,112 @@
+"""HTTP bodies (pydantic at the edge) and the services every route handler shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from store import Store
+from stream._auth import TokenConfig
+from stream._runner import TurnRunner
+from stream._turn import TurnModels
+
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StreamConfig:
+    """The HTTP layer's knobs (built from Bosun's settings by the composition root)."""
+
+    tokens: TokenConfig
+    max_body_bytes: int = 64 * 1024
+    max_message_chars: int = 32_000
+    keepalive_s: float = 15.0
+    sessions_page_size: int = 50
+    shutdown_grace_s: float = 5.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Services:
+    store: Store
+    runner: TurnRunner
+    models: TurnModels
+    config: StreamConfig
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(min_length=1, description="The user's message.")
+    session_id: str | None = Field(
+        default=None, pattern=UUID_PATTERN, description="Continue this session; omit to start one."
+    )
+    context: dict[str, Any] | None = Field(default=None, description="Client context (unused yet).")
+    model: str | None = Field(
+        default=None, description="A model spec among the server's allowed ones."
+    )
+
+
+class ChatResponse(BaseModel):
+    session_id: str
+    turn_id: str
+    status: str
+    answer: str
+    events: list[dict[str, Any]]
+    usage: dict[str, Any] | None
+
+
+class EventOut(BaseModel):
+    seq: int
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class SessionSummary(BaseModel):
+    id: str
+    title: str | None
+    last_seq: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionPage(BaseModel):
+    sessions: list[SessionSummary]
+    next_before: datetime | None = Field(
+        description="Pass as `before` to get the next page; null on the last page."
+    )
+
+
+class MessageOut(BaseModel):
+    role: str
+    text: str
+
+
+class TurnOut(BaseModel):
+    id: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class Totals(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd_micros: int
+
+
+class SessionDetail(SessionSummary):
+    status: str = Field(description="idle, running, or the last turn's final status")
+    messages: list[MessageOut]
+    turns: list[TurnOut]
+    totals: Totals
+
+
+class EventPage(BaseModel):
+    events: list[EventOut]
+    last_seq: int

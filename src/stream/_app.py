@@ -1,0 +1,64 @@
+"""The Litestar application: routes, auth, error envelope, OpenAPI, lifecycle."""
+
+from __future__ import annotations
+
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.middleware.base import DefineMiddleware
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+
+from store import Store
+from stream import _routes
+from stream._api import Services, StreamConfig
+from stream._auth import BearerAuthMiddleware
+from stream._errors import EXCEPTION_HANDLERS
+from stream._runner import TurnRunner
+from stream._turn import TurnModels
+
+ROUTES = [
+    _routes.chat_stream,
+    _routes.chat,
+    _routes.list_sessions,
+    _routes.session_detail,
+    _routes.session_events,
+    _routes.session_stream,
+    _routes.healthz,
+]
+
+
+def create_app(
+    *, store: Store, models: TurnModels, config: StreamConfig, version: str = "0"
+) -> Litestar:
+    """Build the app over an open store; closing the app closes the store."""
+    runner = TurnRunner(store)
+    services = Services(store=store, runner=runner, models=models, config=config)
+
+    async def on_startup() -> None:
+        await runner.recover_interrupted()
+
+    async def on_shutdown() -> None:
+        await runner.shutdown(config.shutdown_grace_s)
+        await store.close()
+
+    return Litestar(
+        route_handlers=ROUTES,
+        dependencies={"services": Provide(lambda: services, sync_to_thread=False, use_cache=True)},
+        middleware=[DefineMiddleware(BearerAuthMiddleware, config=config.tokens)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        request_max_body_size=config.max_body_bytes,
+        logging_config=None,  # the composition root configures structlog
+        on_startup=[on_startup],
+        on_shutdown=[on_shutdown],
+        openapi_config=OpenAPIConfig(
+            title="Bosun",
+            version=version,
+            path="/schema",
+            components=Components(
+                security_schemes={
+                    "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="JWT")
+                }
+            ),
+            security=[{"bearer": []}],
+        ),
+    )

@@ -1,0 +1,109 @@
+"""The error envelope: every failure leaves as ``{"error": {code, message, trace_id}}``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+import structlog
+from litestar import Request, Response
+from litestar.exceptions import (
+    HTTPException,
+    NotAuthorizedException,
+    NotFoundException,
+    PermissionDeniedException,
+    ValidationException,
+)
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.types import ExceptionHandlersMap
+
+ErrorCode = Literal[
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "invalid_request",
+    "payload_too_large",
+    "rate_limited",
+    "budget_exceeded",
+    "agent_disabled",
+    "internal",
+]
+_log = structlog.get_logger("bosun.http")
+
+
+class ApiError(Exception):
+    """A failure with a stable code, raised by handlers and turned into the envelope."""
+
+    def __init__(self, status: int, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code: ErrorCode = code
+        self.message = message
+
+
+def trace_id_of(request: Request[Any, Any, Any]) -> str:
+    """The request's trace id, created on first use and kept in the request state."""
+    trace_id: str | None = request.state.get("trace_id")
+    if trace_id is None:
+        trace_id = uuid.uuid4().hex
+        request.state["trace_id"] = trace_id
+    return trace_id
+
+
+def envelope(
+    request: Request[Any, Any, Any], status: int, code: str, message: str
+) -> Response[Any]:
+    body = {"error": {"code": code, "message": message, "trace_id": trace_id_of(request)}}
+    return Response(content=body, status_code=status)
+
+
+def _api_error(request: Request[Any, Any, Any], exc: ApiError) -> Response[Any]:
+    return envelope(request, exc.status, exc.code, exc.message)
+
+
+def _validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
+    details = exc.extra if isinstance(exc.extra, list) else []
+    problems = "; ".join(
+        f"{d.get('key') or 'body'}: {d.get('message')}" for d in details if isinstance(d, dict)
+    )
+    message = f"Invalid request body: {problems}" if problems else f"Invalid request: {exc.detail}"
+    return envelope(request, 400, "invalid_request", message)
+
+
+_HTTP_CODES: dict[type[HTTPException], tuple[str, str]] = {
+    NotAuthorizedException: (
+        "unauthorized",
+        "Missing, invalid or expired bearer token: send Authorization: Bearer <JWT>",
+    ),
+    PermissionDeniedException: ("forbidden", "Your role may not do this"),
+    NotFoundException: ("not_found", "No such resource"),
+    RequestEntityTooLarge: ("payload_too_large", "Request body exceeds the size limit"),
+}
+
+
+def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    for cls, (code, message) in _HTTP_CODES.items():
+        if isinstance(exc, cls):
+            return envelope(request, exc.status_code, code, message)
+    if exc.status_code >= 500:
+        return _internal(request, exc)
+    return envelope(request, exc.status_code, "invalid_request", exc.detail)
+
+
+def _internal(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    _log.error("http.internal_error", trace_id=trace_id_of(request), error_type=type(exc).__name__)
+    return envelope(
+        request,
+        HTTP_500_INTERNAL_SERVER_ERROR,
+        "internal",
+        "Internal error; quote the trace id when reporting it",
+    )
+
+
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    ApiError: _api_error,
+    ValidationException: _validation,
+    HTTPException: _http,
+    Exception: _internal,
+}

@@ -1,0 +1,239 @@
+"""Route handlers: chat turns, sessions and their logs, health."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from litestar import Request, get, post
+from litestar.params import Parameter
+from litestar.response import Stream
+
+from context import conversation
+from providers import Model
+from store import SessionRecord, StoredEvent
+from stream._api import (
+    ChatRequest,
+    ChatResponse,
+    EventOut,
+    EventPage,
+    MessageOut,
+    Services,
+    SessionDetail,
+    SessionPage,
+    SessionSummary,
+    Totals,
+    TurnOut,
+)
+from stream._auth import Principal
+from stream._errors import ApiError, trace_id_of
+from stream._runner import TurnHandle
+from stream._sse import SSE_HEADERS, tail
+
+AuthedRequest = Request[Principal, Any, Any]
+TITLE_CHARS = 80
+
+
+async def _session_for(services: Services, principal: Principal, session_id: str) -> SessionRecord:
+    """The session if the caller may see it; otherwise 404, so ids of others never leak."""
+    record = await services.store.sessions.get(session_id)
+    visible = (
+        record is not None
+        and record.org_id == principal.org_id
+        and (principal.sees_whole_org or record.user_id == principal.user_id)
+    )
+    if record is None or not visible:
+        raise ApiError(404, "not_found", f"No session {session_id!r}")
+    return record
+
+
+def _pick_model(services: Services, spec: str | None) -> Model | None:
+    if spec is None:
+        return services.models.executor
+    model = services.models.selectable.get(spec)
+    if model is None:
+        allowed = ", ".join(sorted(services.models.selectable)) or "none"
+        raise ApiError(
+            400, "invalid_request", f"Model {spec!r} is not allowed here (allowed: {allowed})"
+        )
+    return model
+
+
+async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequest) -> TurnHandle:
+    principal = request.user
+    limit = services.config.max_message_chars
+    if len(body.message) > limit:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"message is {len(body.message)} characters; the limit is {limit}",
+        )
+    model = _pick_model(services, body.model)
+    if body.session_id is not None:
+        session_id = (await _session_for(services, principal, body.session_id)).id
+    else:
+        session_id = str(uuid.uuid4())
+        await services.store.sessions.create(
+            org_id=principal.org_id,
+            user_id=principal.user_id,
+            session_id=session_id,
+            title=body.message[:TITLE_CHARS],
+        )
+    return await services.runner.start(
+        session_id=session_id,
+        org_id=principal.org_id,
+        user_id=principal.user_id,
+        text=body.message,
+        model=model,
+        trace_id=trace_id_of(request),
+    )
+
+
+def _sse(services: Services, handle_or_session: TurnHandle | str, *, after: int = 0) -> Stream:
+    if isinstance(handle_or_session, TurnHandle):
+        session_id, turn_id = handle_or_session.session_id, handle_or_session.turn_id
+    else:
+        session_id, turn_id = handle_or_session, None
+    frames = tail(
+        services.store,
+        session_id,
+        after=after,
+        turn_id=turn_id,
+        keepalive_s=services.config.keepalive_s,
+    )
+    return Stream(
+        frames,
+        media_type="text/event-stream",
+        headers={**SSE_HEADERS, "X-Session-Id": session_id},
+    )
+
+
+@post("/v1/chat/stream", status_code=200, summary="Send a user turn; stream its events (SSE)")
+async def chat_stream(data: ChatRequest, request: AuthedRequest, services: Services) -> Stream:
+    return _sse(services, await _start_turn(services, request, data))
+
+
+@post("/v1/chat", status_code=200, summary="Send a user turn; wait for its end")
+async def chat(data: ChatRequest, request: AuthedRequest, services: Services) -> ChatResponse:
+    handle = await _start_turn(services, request, data)
+    await services.runner.wait(handle.turn_id)
+    events = await services.store.log.read(handle.session_id, turn_id=handle.turn_id)
+    done = next((e for e in reversed(events) if e.type == "done"), None)
+    usage = next((e.data for e in events if e.type == "usage"), None)
+    answer = "".join(
+        e.data["delta"] for e in events if e.type == "text_delta" and e.data.get("step_id") is None
+    )
+    return ChatResponse(
+        session_id=handle.session_id,
+        turn_id=handle.turn_id,
+        status=done.data["status"] if done else "running",
+        answer=answer,
+        events=[{"seq": e.seq, "type": e.type, "data": e.data} for e in events],
+        usage=usage,
+    )
+
+
+@get("/v1/sessions", summary="The caller's sessions, most recently active first")
+async def list_sessions(
+    request: AuthedRequest,
+    services: Services,
+    limit: Annotated[int | None, Parameter(ge=1, le=500)] = None,
+    before: datetime | None = None,
+) -> SessionPage:
+    page_size = limit or services.config.sessions_page_size
+    records = await services.store.sessions.list_for_user(
+        org_id=request.user.org_id, user_id=request.user.user_id, limit=page_size, before=before
+    )
+    return SessionPage(
+        sessions=[_summary(r) for r in records],
+        next_before=records[-1].updated_at if len(records) == page_size else None,
+    )
+
+
+def _summary(record: SessionRecord) -> SessionSummary:
+    return SessionSummary(
+        id=record.id,
+        title=record.title,
+        last_seq=record.last_seq,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+@get("/v1/sessions/{session_id:str}", summary="Messages, turns, status and totals of a session")
+async def session_detail(
+    session_id: str, request: AuthedRequest, services: Services
+) -> SessionDetail:
+    record = await _session_for(services, request.user, session_id)
+    store = services.store
+    turns = await store.sessions.turns(record.id)
+    running = any(t.status == "running" for t in turns)
+    status = "running" if running else (turns[-1].status if turns else "idle")
+    totals = await store.sessions.usage_totals(record.id)
+    return SessionDetail(
+        **_summary(record).model_dump(),
+        status=status,
+        messages=[
+            MessageOut(role=m.role, text=m.text)
+            for m in conversation(await store.log.read(record.id))
+        ],
+        turns=[
+            TurnOut(id=t.id, status=t.status, started_at=t.started_at, finished_at=t.finished_at)
+            for t in turns
+        ],
+        totals=Totals(
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            cache_read_tokens=totals.cache_read_tokens,
+            cache_write_tokens=totals.cache_write_tokens,
+            cost_usd_micros=totals.cost_usd_micros,
+        ),
+    )
+
+
+def _event_out(event: StoredEvent) -> EventOut:
+    return EventOut(seq=event.seq, type=event.type, data=event.data, created_at=event.created_at)
+
+
+@get("/v1/sessions/{session_id:str}/events", summary="The raw event log after a sequence number")
+async def session_events(
+    session_id: str,
+    request: AuthedRequest,
+    services: Services,
+    after: Annotated[int, Parameter(ge=0)] = 0,
+    limit: Annotated[int, Parameter(ge=1, le=10_000)] = 1_000,
+) -> EventPage:
+    record = await _session_for(services, request.user, session_id)
+    events = await services.store.log.read(record.id, after=after, limit=limit)
+    return EventPage(events=[_event_out(e) for e in events], last_seq=record.last_seq)
+
+
+@get(
+    "/v1/sessions/{session_id:str}/stream",
+    summary="Re-attach: events after Last-Event-ID, then live",
+)
+async def session_stream(
+    session_id: str,
+    request: AuthedRequest,
+    services: Services,
+    after: Annotated[int | None, Parameter(ge=0)] = None,
+    last_event_id: Annotated[str | None, Parameter(header="Last-Event-ID")] = None,
+) -> Stream:
+    record = await _session_for(services, request.user, session_id)
+    cursor = after
+    if last_event_id is not None:
+        if not last_event_id.strip().isdigit():
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"Last-Event-ID must be a sequence number, not {last_event_id!r}",
+            )
+        cursor = int(last_event_id)
+    return _sse(services, record.id, after=cursor or 0)
+
+
+@get("/healthz", summary="Liveness and database reachability")
+async def healthz(services: Services) -> dict[str, str]:
+    await services.store.ping()
+    return {"status": "ok"}

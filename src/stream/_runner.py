@@ -1,0 +1,108 @@
+"""Starts turns as tasks that outlive the HTTP request, and stops them cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+import structlog
+
+from providers import Model
+from store import Store
+from store.events import Done, Error, SessionStarted, TurnStatus, UserMessage
+from stream._turn import Turn, run_turn
+
+_log = structlog.get_logger("bosun.turns")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnHandle:
+    session_id: str
+    turn_id: str
+    trace_id: str
+
+
+class TurnRunner:
+    """Owns the running turn tasks of this process."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._tasks: dict[str, asyncio.Task[TurnStatus]] = {}
+
+    async def start(
+        self,
+        *,
+        session_id: str,
+        org_id: str,
+        user_id: str,
+        text: str,
+        model: Model | None,
+        trace_id: str,
+    ) -> TurnHandle:
+        """Log the turn's opening events, then run it in the background."""
+        turn = Turn(
+            session_id=session_id,
+            turn_id=str(uuid.uuid4()),
+            trace_id=trace_id,
+            org_id=org_id,
+            user_id=user_id,
+            message_id=f"msg_{uuid.uuid4().hex}",
+            text=text,
+            model=model,
+        )
+        await self._store.log.open_turn(
+            session_id,
+            [
+                SessionStarted(session_id=session_id, turn_id=turn.turn_id),
+                UserMessage(message_id=turn.message_id, text=text),
+            ],
+            turn_id=turn.turn_id,
+            trace_id=trace_id,
+        )
+        task = asyncio.create_task(run_turn(self._store, turn), name=f"turn-{turn.turn_id}")
+        self._tasks[turn.turn_id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(turn.turn_id, None))
+        return TurnHandle(session_id=session_id, turn_id=turn.turn_id, trace_id=trace_id)
+
+    async def wait(self, turn_id: str) -> None:
+        """Wait for a turn of this process to end (returns at once if it has)."""
+        task = self._tasks.get(turn_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def shutdown(self, grace_s: float) -> None:
+        """Let running turns finish for ``grace_s``, then cancel (they log ``cancelled``)."""
+        tasks = list(self._tasks.values())
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def recover_interrupted(self) -> int:
+        """Close turns a previous process left running, so their logs end in ``done``.
+
+        Single-process deployments only: with several workers a running turn may belong
+        to another live worker (leases and takeover are a later step).
+        """
+        interrupted = await self._store.sessions.running_turns()
+        for turn in interrupted:
+            status: TurnStatus = "failed"
+            await self._store.log.append(
+                turn.session_id,
+                [
+                    Error(
+                        code="internal",
+                        message="The server stopped while this turn was running",
+                        trace_id=turn.trace_id,
+                    ),
+                    Done(session_id=turn.session_id, status=status),
+                ],
+                turn_id=turn.id,
+                finish=status,
+            )
+        if interrupted:
+            _log.warning("turns.recovered", count=len(interrupted))
+        return len(interrupted)

@@ -1,0 +1,59 @@
+"""SSE framing and the log tail that feeds every stream.
+
+A stream never runs a turn: it reads the log after its cursor, sends what it finds, and
+waits for a wake-up or the keep-alive tick. So a dropped client loses nothing, and a
+re-attached one gets every later event exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from store import Store, StoredEvent
+
+KEEPALIVE = b": keep-alive\n\n"
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def encode_frame(event: StoredEvent) -> bytes:
+    data = json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+
+
+async def tail(
+    store: Store,
+    session_id: str,
+    *,
+    after: int,
+    keepalive_s: float,
+    turn_id: str | None = None,
+) -> AsyncIterator[bytes]:
+    """Frames for the session's events after ``after``, live, until the end.
+
+    With ``turn_id`` the stream carries that turn's events and ends at its ``done``.
+    Without, it carries every event and ends once it has caught up and no turn of the
+    session is running.
+    """
+    cursor = after
+    with store.log.notifier.listen(session_id) as wake:
+        while True:
+            wake.clear()
+            events = await store.log.read(session_id, after=cursor, turn_id=turn_id)
+            for event in events:
+                yield encode_frame(event)
+                cursor = event.seq
+                if turn_id is not None and event.type == "done":
+                    return
+            if events:
+                continue
+            if turn_id is None and not await store.sessions.running_turns(session_id):
+                # A turn's done and its closing commit together: one more read is complete.
+                for event in await store.log.read(session_id, after=cursor):
+                    yield encode_frame(event)
+                return
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=keepalive_s)
+            except TimeoutError:
+                yield KEEPALIVE

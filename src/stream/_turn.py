@@ -1,0 +1,190 @@
+"""One turn, with no HTTP in sight: read the conversation, call the model, log every event.
+
+The turn runs as its own task and only appends to the log; SSE responses tail the log.
+Whatever happens (a model error, a crash, a cancellation) the turn closes with an ``error``
+when it failed and always with ``done``, in the same transaction that closes the turn row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+import structlog
+
+from context import conversation
+from providers import (
+    Completion,
+    Message,
+    Model,
+    ModelError,
+    ModelRequest,
+    SystemBlock,
+    TextChunk,
+    TokenUsage,
+    ToolCall,
+)
+from store import EventLog, Store, UsageRecord
+from store.events import Done, Error, Event, MessageDone, TextDelta, TurnStatus, Usage
+
+SYSTEM_PROMPT = "You are Bosun, a helpful assistant. Answer clearly and concisely."
+AGENT_DISABLED = (
+    "No model is configured, so the agent is disabled. Start the server with "
+    "`bosun serve --model PROVIDER:MODEL` (for example scripted:replies.yaml) or set "
+    "BOSUN_MODELS__DEFAULT."
+)
+_log = structlog.get_logger("bosun.turn")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnModels:
+    """The models a turn may use: the executor's, and those a request may pick by spec."""
+
+    executor: Model | None = None
+    selectable: Mapping[str, Model] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Turn:
+    session_id: str
+    turn_id: str
+    trace_id: str
+    org_id: str
+    user_id: str
+    message_id: str
+    text: str
+    model: Model | None
+
+
+class BatchingAppender:
+    """Appends a turn's events in order, grouping those that arrive during a write.
+
+    With a fast model many deltas share one transaction (group commit); with a slow one
+    each is committed as soon as it arrives. ``close`` writes the closing events and the
+    turn's final status after everything queued before them.
+    """
+
+    def __init__(self, log: EventLog, session_id: str, turn_id: str) -> None:
+        self._log = log
+        self._session_id = session_id
+        self._turn_id = turn_id
+        self._pending: list[Event] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    def add(self, event: Event) -> None:
+        self._pending.append(event)
+        if self._writer is None or self._writer.done():
+            if self._writer is not None:
+                self._writer.result()  # surface a failed write instead of losing events
+            self._writer = asyncio.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            await self._log.append(self._session_id, batch, turn_id=self._turn_id)
+
+    async def close(self, events: list[Event], status: TurnStatus) -> None:
+        if self._writer is not None:
+            await asyncio.shield(self._writer)
+        batch, self._pending = [*self._pending, *events], []
+        await self._log.append(self._session_id, batch, turn_id=self._turn_id, finish=status)
+
+
+async def run_turn(store: Store, turn: Turn) -> TurnStatus:
+    """Run ``turn`` to its end and return its final status; never raises but on cancel."""
+    log = _log.bind(trace_id=turn.trace_id, session_id=turn.session_id, turn_id=turn.turn_id)
+    out = BatchingAppender(store.log, turn.session_id, turn.turn_id)
+    closing: list[Event]
+    status: TurnStatus
+    try:
+        if turn.model is None:
+            closing, status = [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed"
+        else:
+            closing, status = await _answer(store, turn, turn.model, out), "completed"
+    except ModelError as exc:
+        log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
+        suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""
+        closing, status = [_error(turn, exc.code, exc.message + suffix)], "failed"
+    except asyncio.CancelledError:
+        closing = [_error(turn, "cancelled", "The turn was cancelled")]
+        await asyncio.shield(_close(out, turn, closing, "cancelled"))
+        raise
+    except Exception as exc:
+        log.error("turn.failed", error_type=type(exc).__name__, exc_info=exc)
+        message = "The turn failed unexpectedly; quote the trace id when reporting it"
+        closing, status = [_error(turn, "internal", message)], "failed"
+    await _close(out, turn, closing, status)
+    log.info("turn.finished", status=status)
+    return status
+
+
+async def _close(
+    out: BatchingAppender, turn: Turn, closing: list[Event], status: TurnStatus
+) -> None:
+    await out.close([*closing, Done(session_id=turn.session_id, status=status)], status)
+
+
+def _error(turn: Turn, code: str, message: str) -> Error:
+    return Error(code=code, message=message, trace_id=turn.trace_id)
+
+
+async def _answer(store: Store, turn: Turn, model: Model, out: BatchingAppender) -> list[Event]:
+    """Stream one model reply into the log; return the events that close the turn."""
+    history = conversation(await store.log.read(turn.session_id), exclude_turn=turn.turn_id)
+    request = ModelRequest(
+        messages=(*history, Message.user(turn.text)),
+        system=(SystemBlock(text=SYSTEM_PROMPT, cache=True),),
+    )
+    completion: Completion | None = None
+    async with aclosing(model.stream(request)) as stream:
+        async for item in stream:
+            if isinstance(item, TextChunk):
+                if item.text:
+                    out.add(TextDelta(delta=item.text))
+            elif isinstance(item, ToolCall):
+                continue  # tools arrive with the executors; this turn offers none
+            else:
+                completion = item
+    assert completion is not None, f"model {model.name!r} ended its stream without a Completion"
+    usage = completion.usage
+    await store.sessions.record_usage(
+        UsageRecord(
+            session_id=turn.session_id,
+            turn_id=turn.turn_id,
+            org_id=turn.org_id,
+            user_id=turn.user_id,
+            role="executor",
+            model=completion.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
+    )
+    return [
+        MessageDone(message_id=turn.message_id, stop_reason=completion.stop_reason),
+        _usage_event({"executor": usage}),
+    ]
+
+
+def _usage_event(by_role: Mapping[str, TokenUsage]) -> Usage:
+    total = sum(by_role.values(), TokenUsage())
+    return Usage(
+        input_tokens=total.input_tokens,
+        output_tokens=total.output_tokens,
+        cache_read_tokens=total.cache_read_tokens,
+        cache_write_tokens=total.cache_write_tokens,
+        cost_usd_micros=0,  # the price table arrives with the real providers
+        by_role={
+            role: {
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "cost_usd_micros": 0,
+            }
+            for role, u in by_role.items()
+        },
+    )

@@ -1,0 +1,1 @@
+"""Typed tools: registry, policies (category, confirm, inverse, roles), runner, demo toolset."""
