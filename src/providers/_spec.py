@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from providers._model import Model, ModelSpecError
 from providers._testing import ScriptedModel
 
@@ -27,7 +29,7 @@ def model_from_spec(spec: str) -> Model:
             raise ModelSpecError(f"Scripted model file {rest!r} does not exist")
         try:
             return ScriptedModel.from_file(path)
-        except ValueError as exc:  # pydantic's ValidationError, JSON and YAML errors
+        except (ValueError, yaml.YAMLError) as exc:  # pydantic's ValidationError, JSON, YAML
             raise ModelSpecError(
                 f"Scripted model file {rest!r} is not a valid script: {exc}"
             ) from exc

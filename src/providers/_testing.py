@@ -7,6 +7,7 @@ records the requests it received in ``calls``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import re
@@ -83,8 +84,9 @@ class FunctionModel:
         self.calls.append(request)
         result = self._fn(request)
         if isinstance(result, AsyncIterator):
-            async for item in self._stream_items(result):
-                yield item
+            async with contextlib.aclosing(self._stream_items(result)) as items:
+                async for item in items:
+                    yield item
             return
         if inspect.isawaitable(result):
             result = await result
@@ -97,14 +99,19 @@ class FunctionModel:
     ) -> AsyncGenerator[StreamItem, None]:
         usage = TokenUsage()
         called = False
-        async for piece in pieces:
-            if isinstance(piece, str):
-                yield TextChunk(text=piece)
-            elif isinstance(piece, ToolCall):
-                called = True
-                yield piece
-            else:
-                usage = usage + piece
+        try:
+            async for piece in pieces:
+                if isinstance(piece, str):
+                    yield TextChunk(text=piece)
+                elif isinstance(piece, ToolCall):
+                    called = True
+                    yield piece
+                else:
+                    usage = usage + piece
+        finally:  # closing the stream early closes the caller's iterator too
+            aclose = getattr(pieces, "aclose", None)
+            if aclose is not None:
+                await aclose()
         stop: StopReason = "tool_use" if called else "end_turn"
         yield Completion(stop_reason=stop, usage=usage, model=self._name)
 
@@ -238,7 +245,10 @@ class ScriptedModel:
         )
         sent = 0
         async for item in _reply_items(reply, chunks, self._name):
-            if step.error is not None and sent == step.error.after_chunks:
+            # Fail before the Completion at the latest, even with fewer chunks than after_chunks.
+            if step.error is not None and (
+                sent == step.error.after_chunks or isinstance(item, Completion)
+            ):
                 raise ModelError(step.error.code, step.error.message)
             if step.delay_s and isinstance(item, TextChunk):
                 await asyncio.sleep(step.delay_s)

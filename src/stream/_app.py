@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from litestar import Litestar
+from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware.base import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
@@ -43,6 +44,7 @@ def create_app(
 
     return Litestar(
         route_handlers=ROUTES,
+        state=State({"services": services}),
         dependencies={"services": Provide(lambda: services, sync_to_thread=False, use_cache=True)},
         middleware=[DefineMiddleware(BearerAuthMiddleware, config=config.tokens)],
         exception_handlers=EXCEPTION_HANDLERS,

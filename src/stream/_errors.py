@@ -12,6 +12,7 @@ from litestar.exceptions import (
     NotAuthorizedException,
     NotFoundException,
     PermissionDeniedException,
+    SerializationException,
     ValidationException,
 )
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
@@ -88,6 +89,9 @@ def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
             return envelope(request, exc.status_code, code, message)
     if exc.status_code >= 500:
         return _internal(request, exc)
+    if isinstance(exc.__cause__, SerializationException):
+        message = f"Request body is not valid JSON: {exc.detail}"
+        return envelope(request, exc.status_code, "invalid_request", message)
     return envelope(request, exc.status_code, "invalid_request", exc.detail)
 
 

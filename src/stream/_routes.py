@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from litestar import Request, get, post
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
 from context import conversation
@@ -32,6 +33,7 @@ from stream._runner import TurnHandle
 from stream._sse import SSE_HEADERS, tail
 
 AuthedRequest = Request[Principal, Any, Any]
+ServicesDep = NamedDependency[Services]
 TITLE_CHARS = 80
 
 
@@ -110,12 +112,12 @@ def _sse(services: Services, handle_or_session: TurnHandle | str, *, after: int 
 
 
 @post("/v1/chat/stream", status_code=200, summary="Send a user turn; stream its events (SSE)")
-async def chat_stream(data: ChatRequest, request: AuthedRequest, services: Services) -> Stream:
+async def chat_stream(data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep) -> Stream:
     return _sse(services, await _start_turn(services, request, data))
 
 
 @post("/v1/chat", status_code=200, summary="Send a user turn; wait for its end")
-async def chat(data: ChatRequest, request: AuthedRequest, services: Services) -> ChatResponse:
+async def chat(data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep) -> ChatResponse:
     handle = await _start_turn(services, request, data)
     await services.runner.wait(handle.turn_id)
     events = await services.store.log.read(handle.session_id, turn_id=handle.turn_id)
@@ -137,9 +139,9 @@ async def chat(data: ChatRequest, request: AuthedRequest, services: Services) ->
 @get("/v1/sessions", summary="The caller's sessions, most recently active first")
 async def list_sessions(
     request: AuthedRequest,
-    services: Services,
-    limit: Annotated[int | None, Parameter(ge=1, le=500)] = None,
-    before: datetime | None = None,
+    services: ServicesDep,
+    limit: Annotated[int | None, QueryParameter(ge=1, le=500)] = None,
+    before: FromQuery[datetime | None] = None,
 ) -> SessionPage:
     page_size = limit or services.config.sessions_page_size
     records = await services.store.sessions.list_for_user(
@@ -163,7 +165,7 @@ def _summary(record: SessionRecord) -> SessionSummary:
 
 @get("/v1/sessions/{session_id:str}", summary="Messages, turns, status and totals of a session")
 async def session_detail(
-    session_id: str, request: AuthedRequest, services: Services
+    session_id: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> SessionDetail:
     record = await _session_for(services, request.user, session_id)
     store = services.store
@@ -198,11 +200,11 @@ def _event_out(event: StoredEvent) -> EventOut:
 
 @get("/v1/sessions/{session_id:str}/events", summary="The raw event log after a sequence number")
 async def session_events(
-    session_id: str,
+    session_id: FromPath[str],
     request: AuthedRequest,
-    services: Services,
-    after: Annotated[int, Parameter(ge=0)] = 0,
-    limit: Annotated[int, Parameter(ge=1, le=10_000)] = 1_000,
+    services: ServicesDep,
+    after: Annotated[int, QueryParameter(ge=0)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=10_000)] = 1_000,
 ) -> EventPage:
     record = await _session_for(services, request.user, session_id)
     events = await services.store.log.read(record.id, after=after, limit=limit)
@@ -214,11 +216,11 @@ async def session_events(
     summary="Re-attach: events after Last-Event-ID, then live",
 )
 async def session_stream(
-    session_id: str,
+    session_id: FromPath[str],
     request: AuthedRequest,
-    services: Services,
-    after: Annotated[int | None, Parameter(ge=0)] = None,
-    last_event_id: Annotated[str | None, Parameter(header="Last-Event-ID")] = None,
+    services: ServicesDep,
+    after: Annotated[int | None, QueryParameter(ge=0)] = None,
+    last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
 ) -> Stream:
     record = await _session_for(services, request.user, session_id)
     cursor = after
@@ -234,6 +236,6 @@ async def session_stream(
 
 
 @get("/healthz", summary="Liveness and database reachability")
-async def healthz(services: Services) -> dict[str, str]:
+async def healthz(services: ServicesDep) -> dict[str, str]:
     await services.store.ping()
     return {"status": "ok"}

@@ -1,0 +1,635 @@
+"""SSE throughput: events/s through Bosun's ``POST /v1/chat/stream`` beside a bare Litestar SSE.
+
+Both servers run in the same run, each in its own subprocess (uvicorn on 127.0.0.1), so
+the client's CPU does not compete with the server's event loop:
+
+* **bosun**: the real app (``bosun.app.build_app``) over a temporary SQLite file, with a
+  zero-latency ``FunctionModel`` that streams ``--deltas`` text pieces per turn. Every
+  event goes through the log (SQLite) before a stream's tail reads and frames it.
+* **bare**: a Litestar app whose ``GET /sse`` returns ``ServerSentEvent`` over an async
+  generator of ``--deltas`` frames shaped like Bosun's ``text_delta`` frames.
+
+The client (httpx, this process) runs streams one after another, then several at once,
+against each server, and counts SSE data events (frames with a ``data:`` line; keep-alive
+comments are not counted). Run ``python bench/sse_throughput.py --help`` for the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import importlib.util
+import json
+import os
+import platform
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+import httpx
+from litestar import Litestar, get
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+DELTA = "x "
+DELTA_DATA = json.dumps({"delta": DELTA}, separators=(",", ":"))
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 30.0
+STREAM_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+SECRET_ENV = "BOSUN_BENCH_JWT_SECRET"  # noqa: S105 (the variable's name, not a secret)
+ServerKind = Literal["bosun", "bare"]
+KINDS: tuple[ServerKind, ...] = ("bosun", "bare")
+
+
+# --------------------------------------------------------------------------------------
+# Server side: this file re-invoked with --serve, one process per server.
+# --------------------------------------------------------------------------------------
+
+
+def _loop_and_http() -> tuple[str, str]:
+    """uvloop and httptools when installed (uvicorn[standard]), else the pure-Python ones."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return loop, http
+
+
+def _bosun_app(db_path: Path, deltas: int) -> Litestar:
+    from bosun.app import build_app
+    from bosun.log import configure_logging
+    from bosun.migrate import upgrade
+    from bosun.settings import Settings
+    from providers import FunctionModel, ModelRequest
+    from store import Store
+    from stream import TurnModels
+
+    configure_logging(fmt="console", level="warning")
+    settings = Settings(
+        database_url=f"sqlite+aiosqlite:///{db_path}",
+        jwt_secret=os.environ[SECRET_ENV],
+        jwt_algorithm="HS256",
+    )
+
+    async def migrate() -> None:
+        store = Store(settings.database_url)
+        try:
+            await upgrade(store)
+        finally:
+            await store.close()
+
+    asyncio.run(migrate())
+
+    async def reply(_request: ModelRequest) -> AsyncIterator[str]:
+        for _ in range(deltas):
+            yield DELTA
+
+    return build_app(settings, models=TurnModels(executor=FunctionModel(reply, name="bench")))
+
+
+def _bare_app(deltas: int) -> Litestar:
+    async def frames() -> AsyncIterator[ServerSentEventMessage]:
+        for seq in range(1, deltas + 1):
+            yield ServerSentEventMessage(id=seq, event="text_delta", data=DELTA_DATA)
+
+    @get("/sse")
+    async def sse() -> ServerSentEvent:
+        return ServerSentEvent(frames())
+
+    @get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return Litestar(route_handlers=[sse, healthz], logging_config=None, openapi_config=None)
+
+
+def serve(kind: ServerKind, port: int, db_path: Path, deltas: int, profile: Path | None) -> int:
+    import uvicorn
+
+    app = _bosun_app(db_path, deltas) if kind == "bosun" else _bare_app(deltas)
+    loop, http = _loop_and_http()
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises it: make that an exception
+    # here so the profile below is still written.
+    signal.signal(signal.SIGTERM, _raise_exit)
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    try:
+        uvicorn.run(
+            app,
+            host=HOST,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            loop=loop,  # type: ignore[arg-type]
+            http=http,  # type: ignore[arg-type]
+            timeout_graceful_shutdown=5,
+        )
+    except SystemExit:
+        pass
+    finally:
+        if profiler is not None and profile is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+    return 0
+
+
+def _raise_exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+# --------------------------------------------------------------------------------------
+# Client side: counting SSE events.
+# --------------------------------------------------------------------------------------
+
+
+class FrameCounter:
+    """Counts SSE events (frames with a ``data:`` line) by ``event:`` type, incrementally.
+
+    Accepts CRLF, LF or CR line ends (Litestar's ``ServerSentEvent`` writes CRLF, Bosun LF)
+    and frames split anywhere across chunks. Comment-only frames (keep-alives) count as
+    ``comments``, not events.
+    """
+
+    def __init__(self) -> None:
+        self.events: Counter[str] = Counter()
+        self.comments = 0
+        self.last_type: str | None = None
+        self.last_data = b""
+        self._tail = b""
+        self._type = b""
+        self._data: list[bytes] = []
+        self._comment = False
+
+    def feed(self, chunk: bytes) -> int:
+        """Consume ``chunk``; return how many events it completed."""
+        buf = self._tail + chunk
+        if b"\r" in buf:
+            held = buf.endswith(b"\r")  # maybe the first half of a CRLF
+            buf = buf[:-1] if held else buf
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            buf = buf + b"\r" if held else buf
+        lines = buf.split(b"\n")
+        self._tail = lines.pop()
+        before = self.total
+        for line in lines:
+            self._line(line)
+        return self.total - before
+
+    @property
+    def total(self) -> int:
+        return sum(self.events.values())
+
+    def _line(self, line: bytes) -> None:
+        if not line:
+            self._dispatch()
+        elif line.startswith(b"data:"):
+            self._data.append(line[5:].removeprefix(b" "))
+        elif line.startswith(b"event:"):
+            self._type = line[6:].strip()
+        elif line.startswith(b":"):
+            self._comment = True
+
+    def _dispatch(self) -> None:
+        if self._data:
+            kind = self._type.decode() or "message"
+            self.events[kind] += 1
+            self.last_type, self.last_data = kind, b"\n".join(self._data)
+        elif self._comment:
+            self.comments += 1
+        self._type, self._data, self._comment = b"", [], False
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """How to open one stream on one server."""
+
+    kind: ServerKind
+    method: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamResult:
+    events: Counter[str]
+    comments: int
+    chunks: int
+    first_event_s: float
+    total_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseResult:
+    kind: ServerKind
+    streams: list[StreamResult]
+    wall_s: float
+    server_cpu_s: float | None
+    client_cpu_s: float
+
+    @property
+    def events(self) -> int:
+        return sum(sum(s.events.values()) for s in self.streams)
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.wall_s
+
+    @property
+    def server_cpu_us_per_event(self) -> float | None:
+        if self.server_cpu_s is None:
+            return None
+        return self.server_cpu_s / self.events * 1e6
+
+    def summary(self) -> dict[str, Any]:
+        by_type: Counter[str] = Counter()
+        for result in self.streams:
+            by_type.update(result.events)
+        return {
+            "streams": len(self.streams),
+            "events": self.events,
+            "events_by_type": dict(sorted(by_type.items())),
+            "wall_s": round(self.wall_s, 4),
+            "events_per_s": round(self.events_per_s, 1),
+            "server_cpu_s": None if self.server_cpu_s is None else round(self.server_cpu_s, 3),
+            "server_cpu_us_per_event": _round(self.server_cpu_us_per_event, 2),
+            "client_cpu_share": round(self.client_cpu_s / self.wall_s, 3),
+            "p50_first_event_ms": round(_median(s.first_event_s for s in self.streams) * 1e3, 2),
+            "p50_stream_ms": round(_median(s.total_s for s in self.streams) * 1e3, 2),
+            "p50_chunks_per_stream": _median(s.chunks for s in self.streams),
+        }
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _median(values: Iterator[float] | Sequence[float]) -> float:
+    return float(statistics.median(list(values)))
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` (all its threads); None where /proc is missing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def one_stream(client: httpx.AsyncClient, target: Target, deltas: int) -> StreamResult:
+    """Open one stream, read it to its end and check it carried what it should."""
+    counter = FrameCounter()
+    chunks = 0
+    started = time.perf_counter()
+    first: float | None = None
+    async with client.stream(
+        target.method, target.url, headers=target.headers, json=target.body
+    ) as response:
+        if response.status_code != 200:
+            body = (await response.aread())[:500]
+            raise RuntimeError(f"{target.kind}: HTTP {response.status_code}: {body!r}")
+        async for chunk in response.aiter_raw():
+            chunks += 1
+            if counter.feed(chunk) and first is None:
+                first = time.perf_counter()
+    ended = time.perf_counter()
+    _check(target.kind, counter, deltas)
+    return StreamResult(
+        events=counter.events,
+        comments=counter.comments,
+        chunks=chunks,
+        first_event_s=(first or ended) - started,
+        total_s=ended - started,
+    )
+
+
+def _check(kind: ServerKind, counter: FrameCounter, deltas: int) -> None:
+    got = counter.events["text_delta"]
+    if got != deltas:
+        raise RuntimeError(f"{kind}: expected {deltas} text_delta events, got {got}")
+    if kind == "bosun":
+        done = json.loads(counter.last_data) if counter.last_type == "done" else None
+        if not done or done.get("status") != "completed":
+            raise RuntimeError(f"bosun: stream did not end with a completed done: {done!r}")
+
+
+async def run_phase(
+    client: httpx.AsyncClient,
+    target: Target,
+    pid: int,
+    *,
+    total: int,
+    concurrency: int,
+    deltas: int,
+) -> PhaseResult:
+    """``total`` streams, ``concurrency`` at a time; wall clock from first open to last end."""
+    results: list[StreamResult] = []
+    remaining = total
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            results.append(await one_stream(client, target, deltas))
+
+    cpu_before, client_before = process_cpu_s(pid), time.process_time()
+    started = time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for _ in range(min(concurrency, total)):
+            group.create_task(worker())
+    wall = time.perf_counter() - started
+    cpu_after, client_after = process_cpu_s(pid), time.process_time()
+    server_cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return PhaseResult(
+        kind=target.kind,
+        streams=results,
+        wall_s=wall,
+        server_cpu_s=server_cpu,
+        client_cpu_s=client_after - client_before,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Orchestration.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    kind: ServerKind
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    total: int
+    concurrency: int
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(
+    kind: ServerKind, workdir: Path, deltas: int, secret: str, profile: Path | None
+) -> Server:
+    port = free_port()
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--serve",
+        kind,
+        "--port",
+        str(port),
+        "--db",
+        str(workdir / f"{kind}.db"),
+        "--deltas",
+        str(deltas),
+    ]
+    if profile is not None:
+        command += ["--profile", str(profile)]
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, SECRET_ENV: secret},
+        stdout=sys.stderr,  # keep this process's stdout for the results
+        cwd=workdir,  # no stray bosun.toml from the caller's directory
+    )
+    return Server(kind=kind, process=process, port=port)
+
+
+def stop_server(server: Server) -> None:
+    """SIGTERM (uvicorn shuts down gracefully), then SIGKILL if it lingers."""
+    process = server.process
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def wait_ready(client: httpx.AsyncClient, server: Server) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.kind} server exited with {server.process.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            response = await client.get(f"{server.base_url}/healthz", timeout=1.0)
+            if response.status_code == 200:
+                return
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"{server.kind} server not ready after {READY_TIMEOUT_S:.0f}s")
+
+
+def targets(servers: dict[ServerKind, Server], secret: str) -> dict[ServerKind, Target]:
+    from stream import TokenConfig, mint_token
+
+    token = mint_token(TokenConfig(secret), user="bench", org="bench", role="member", ttl_s=3600)
+    return {
+        "bosun": Target(
+            kind="bosun",
+            method="POST",
+            url=f"{servers['bosun'].base_url}/v1/chat/stream",
+            headers={"Authorization": f"Bearer {token}"},
+            body={"message": "bench"},
+        ),
+        "bare": Target(kind="bare", method="GET", url=f"{servers['bare'].base_url}/sse"),
+    }
+
+
+async def measure(
+    servers: dict[ServerKind, Server], secret: str, args: argparse.Namespace
+) -> list[tuple[Scenario, dict[ServerKind, PhaseResult]]]:
+    scenarios = [
+        Scenario(f"sequential ({args.streams} x 1)", args.streams, 1),
+        Scenario(
+            f"concurrent ({args.total}, {args.concurrency} at once)", args.total, args.concurrency
+        ),
+    ]
+    limits = httpx.Limits(max_connections=max(args.concurrency, 1) + 4)
+    timeout = httpx.Timeout(STREAM_TIMEOUT_S, connect=5.0)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        for server in servers.values():
+            await wait_ready(client, server)
+        by_kind = targets(servers, secret)
+        for kind in KINDS:
+            for _ in range(args.warmup):
+                await one_stream(client, by_kind[kind], args.deltas)
+        results = []
+        for scenario in scenarios:
+            phases = {}
+            for kind in KINDS:  # one server at a time, the other idles
+                phases[kind] = await run_phase(
+                    client,
+                    by_kind[kind],
+                    servers[kind].process.pid,
+                    total=scenario.total,
+                    concurrency=scenario.concurrency,
+                    deltas=args.deltas,
+                )
+            results.append((scenario, phases))
+    return results
+
+
+# --------------------------------------------------------------------------------------
+# Report.
+# --------------------------------------------------------------------------------------
+
+
+def _fmt_us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def report(
+    results: list[tuple[Scenario, dict[ServerKind, PhaseResult]]], args: argparse.Namespace
+) -> dict[str, Any]:
+    loop, http = _loop_and_http()
+    header = (
+        f"{'scenario':<30} {'bosun ev/s':>11} {'bare ev/s':>11} {'ratio':>7}"
+        f" {'bosun cpu us/ev':>16} {'bare cpu us/ev':>15}"
+    )
+    lines = [
+        f"SSE throughput, {args.deltas} deltas per stream; uvicorn loop={loop} http={http}; "
+        f"Python {platform.python_version()}; {os.cpu_count()} CPUs",
+        header,
+        "-" * len(header),
+    ]
+    figures = []
+    for scenario, phases in results:
+        bosun, bare = phases["bosun"], phases["bare"]
+        ratio = bosun.events_per_s / bare.events_per_s
+        lines.append(
+            f"{scenario.name:<30} {bosun.events_per_s:>11,.0f} {bare.events_per_s:>11,.0f}"
+            f" {ratio:>7.3f} {_fmt_us(bosun.server_cpu_us_per_event):>16}"
+            f" {_fmt_us(bare.server_cpu_us_per_event):>15}"
+        )
+        figures.append(
+            {
+                "scenario": scenario.name,
+                "total": scenario.total,
+                "concurrency": scenario.concurrency,
+                "ratio": round(ratio, 4),
+                "bosun": bosun.summary(),
+                "bare": bare.summary(),
+            }
+        )
+    per_stream = {kind: results[0][1][kind].streams[0].events for kind in KINDS}
+    lines.append("")
+    for kind in KINDS:
+        counts = ", ".join(f"{n} {t}" for t, n in sorted(per_stream[kind].items()))
+        lines.append(f"{kind} events per stream: {sum(per_stream[kind].values())} = {counts}")
+    for scenario, phases in results:
+        lines.append(
+            f"{scenario.name}: p50 first event / whole stream ms: "
+            + "; ".join(
+                f"{kind} {phases[kind].summary()['p50_first_event_ms']}"
+                f" / {phases[kind].summary()['p50_stream_ms']}"
+                for kind in KINDS
+            )
+            + "; client CPU share "
+            + ", ".join(
+                f"{kind} {phases[kind].client_cpu_s / phases[kind].wall_s:.0%}" for kind in KINDS
+            )
+        )
+    if not args.json:
+        print("\n".join(lines))
+    return {
+        "bench": "sse_throughput",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "deltas": args.deltas,
+        "warmup": args.warmup,
+        "loop": loop,
+        "http": http,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "events_counted": "SSE frames with a data: line (all types); keep-alives excluded",
+        "scenarios": figures,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Entry point.
+# --------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="Events/s through Bosun's POST /v1/chat/stream beside a bare Litestar SSE "
+        "endpoint, measured in the same run."
+    )
+    parser.add_argument("--streams", type=int, default=20, help="sequential streams (20)")
+    parser.add_argument(
+        "--concurrency", type=int, default=10, help="streams at once in the concurrent run (10)"
+    )
+    parser.add_argument("--total", type=int, default=50, help="streams in the concurrent run (50)")
+    parser.add_argument("--deltas", type=int, default=1000, help="text deltas per stream (1000)")
+    parser.add_argument("--warmup", type=int, default=2, help="warm-up streams per server (2)")
+    parser.add_argument(
+        "--json", action="store_true", help="print only the JSON line, not the table"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="cProfile the Bosun server's main thread into FILE (pstats format)",
+    )
+    # Internal: the server subprocesses.
+    parser.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.serve, args.port, args.db, args.deltas, args.profile)
+    if min(args.streams, args.concurrency, args.total, args.deltas) < 1 or args.warmup < 0:
+        parser.error("--streams, --concurrency, --total and --deltas must be at least 1")
+    signal.signal(signal.SIGTERM, _raise_exit)  # so the finally below stops the servers
+    secret = secrets.token_urlsafe(48)
+    profile = args.profile.resolve() if args.profile else None
+    with tempfile.TemporaryDirectory(prefix="bosun-bench-") as workdir:
+        servers: dict[ServerKind, Server] = {}
+        try:
+            for kind in KINDS:
+                servers[kind] = start_server(
+                    kind, Path(workdir), args.deltas, secret, profile if kind == "bosun" else None
+                )
+            results = asyncio.run(measure(servers, secret, args))
+        finally:
+            for server in servers.values():
+                stop_server(server)
+    print(json.dumps(report(results, args), separators=(",", ":")))
+    if profile is not None:
+        print(f"profile of the bosun server written to {profile}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

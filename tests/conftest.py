@@ -1,0 +1,174 @@
+"""Shared fixtures: real databases (SQLite file, PostgreSQL) and a real served app.
+
+PostgreSQL comes from ``BOSUN_TEST_POSTGRES_URL`` (an admin URL; each test gets a fresh
+database). Tests that need it skip only when no server answers *and* ``CI`` is unset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+import uvicorn
+
+from bosun.app import build_app
+from bosun.migrate import upgrade
+from bosun.settings import Settings
+from store import Store
+from stream import TokenConfig, TurnModels, mint_token
+
+PG_ADMIN_URL = os.environ.get(
+    "BOSUN_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/postgres"
+)
+JWT_SECRET = "test-secret-" + "x" * 40
+
+
+@pytest.fixture(autouse=True)
+def _no_real_providers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to reach a real provider fails loudly."""
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/no-network-in-tests")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/no-network-in-tests")
+
+
+def _dsn(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+async def _pg_admin() -> asyncpg.Connection | None:
+    try:
+        return await asyncpg.connect(_dsn(PG_ADMIN_URL), timeout=3)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but PostgreSQL at {PG_ADMIN_URL!r} is unreachable: {exc}")
+        return None
+
+
+@pytest.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    """A fresh, empty PostgreSQL database, dropped afterwards."""
+    admin = await _pg_admin()
+    if admin is None:
+        pytest.skip("no PostgreSQL server reachable (set BOSUN_TEST_POSTGRES_URL)")
+    name = f"bosun_test_{uuid.uuid4().hex[:12]}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'bosun.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each test using this runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'bosun.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+async def migrate(url: str) -> None:
+    store = Store(url)
+    try:
+        await upgrade(store)
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    await migrate(db_url)
+    opened = Store(db_url)
+    yield opened
+    await opened.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """A real uvicorn server running the Bosun app on 127.0.0.1, in this event loop."""
+
+    def __init__(self, settings: Settings, models: TurnModels) -> None:
+        self.settings = settings
+        self.app = build_app(settings, models=models)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_config=None, lifespan="on"
+        )
+        self._server = uvicorn.Server(config)
+        self._task: asyncio.Task[None] | None = None
+        self.client = httpx.AsyncClient(
+            base_url=self.url, timeout=60, limits=httpx.Limits(max_connections=200)
+        )
+
+    async def __aenter__(self) -> Server:
+        await migrate(self.settings.database_url)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+            await asyncio.sleep(0.01)
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.client.aclose()
+        self._server.should_exit = True
+        assert self._task is not None
+        await self._task
+
+    @property
+    def store(self) -> Store:
+        store: Store = self.app.state.services.store
+        return store
+
+    def token(
+        self, *, user: str = "alice", org: str = "acme", role: str = "member", ttl_s: int = 3600
+    ) -> str:
+        return mint_token(
+            TokenConfig(JWT_SECRET),
+            user=user,
+            org=org,
+            role=role,
+            ttl_s=ttl_s,  # type: ignore[arg-type]
+        )
+
+    def auth(self, **claims: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(**claims)}"}
+
+
+ServerFactory = Callable[..., Server]
+
+
+@pytest.fixture
+def make_server(db_url: str) -> Iterator[ServerFactory]:
+    """Build a served app over the parametrised database with the given models."""
+
+    def factory(models: TurnModels | None = None, **limits: float) -> Server:
+        settings = Settings(
+            database_url=db_url,
+            jwt_secret=JWT_SECRET,
+            limits=limits,  # type: ignore[arg-type]
+        )
+        return Server(settings, models or TurnModels())
+
+    yield factory

@@ -1,0 +1,43 @@
+"""Small helpers for API tests: run a turn over SSE, read the log's rows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from providers import FunctionModel, ModelRequest
+
+
+@dataclass(frozen=True)
+class Frame:
+    id: int
+    event: str
+    data: dict[str, Any]
+
+
+async def stream_turn(
+    client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]
+) -> list[Frame]:
+    """POST /v1/chat/stream and read every frame to the end of the stream."""
+    async with aconnect_sse(client, "POST", "/v1/chat/stream", json=body, headers=headers) as es:
+        assert es.response.status_code == 200, await es.response.aread()
+        return [Frame(int(s.id), s.event, json.loads(s.data)) async for s in es.aiter_sse()]
+
+
+def streaming_model(pieces: list[str]) -> FunctionModel:
+    """A zero-latency model that streams ``pieces``."""
+
+    async def reply(_request: ModelRequest) -> AsyncIterator[str]:
+        for piece in pieces:
+            yield piece
+
+    return FunctionModel(reply)
+
+
+def types(frames: list[Frame]) -> list[str]:
+    return [f.event for f in frames]
