@@ -42,7 +42,7 @@ PRIVATE_KEYS = frozenset(
 )
 # Bearer tokens, JWTs and provider keys that slip into free-form values.
 _SECRET_PATTERN = re.compile(
-    r"(Bearer\s+\S+|eyJ[\w-]+\.[\w-]+\.[\w-]+|sk-[\w-]{8,}|sk-ant-[\w-]{8,})"
+    r"((?i:bearer)\s+\S+|eyJ[\w-]+\.[\w-]+\.[\w-]+|\bsk-[\w-]{8,}|\bsk-ant-[\w-]{8,})"
 )
 
 
@@ -53,7 +53,7 @@ def scrub(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventD
 
 def _scrub_mapping(data: MutableMapping[str, Any]) -> EventDict:
     return {
-        key: SCRUBBED if key.lower() in PRIVATE_KEYS else _scrub_value(value)
+        key: SCRUBBED if str(key).lower() in PRIVATE_KEYS else _scrub_value(value)
         for key, value in data.items()
     }
 

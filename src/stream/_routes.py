@@ -112,12 +112,16 @@ def _sse(services: Services, handle_or_session: TurnHandle | str, *, after: int 
 
 
 @post("/v1/chat/stream", status_code=200, summary="Send a user turn; stream its events (SSE)")
-async def chat_stream(data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep) -> Stream:
+async def chat_stream(
+    data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep
+) -> Stream:
     return _sse(services, await _start_turn(services, request, data))
 
 
 @post("/v1/chat", status_code=200, summary="Send a user turn; wait for its end")
-async def chat(data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep) -> ChatResponse:
+async def chat(
+    data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep
+) -> ChatResponse:
     handle = await _start_turn(services, request, data)
     await services.runner.wait(handle.turn_id)
     events = await services.store.log.read(handle.session_id, turn_id=handle.turn_id)

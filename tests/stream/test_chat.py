@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from helpers import stream_turn, streaming_model, types
-
 from conftest import ServerFactory
+from helpers import stream_turn, streaming_model, types
 from providers import FunctionModel, ModelError, ModelRequest, Reply, ScriptedModel, TokenUsage
 from stream import AGENT_DISABLED, TurnModels
 

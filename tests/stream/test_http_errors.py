@@ -6,9 +6,9 @@ import time
 
 import jwt
 import pytest
-from helpers import stream_turn
 
 from conftest import JWT_SECRET, ServerFactory
+from helpers import stream_turn
 from providers import ScriptedModel
 from stream import TurnModels
 

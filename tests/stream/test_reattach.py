@@ -6,10 +6,10 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
-from helpers import Frame
 from httpx_sse import aconnect_sse
 
 from conftest import Server, ServerFactory
+from helpers import Frame
 from providers import FunctionModel, ModelRequest
 from stream import TurnModels
 
@@ -102,10 +102,10 @@ async def test_reattach_after_the_end_returns_at_once(make_server: ServerFactory
 
 async def test_idle_streams_send_keepalive_comments(make_server: ServerFactory) -> None:
     async with make_server(TurnModels(executor=slow_model(2, 0.3)), keepalive_s=0.05) as server:
-        async with server.client.stream(
-            "POST", "/v1/chat/stream", json={"message": "x"}, headers=server.auth()
-        ) as response:
-            raw = (await response.aread()).decode()
+        headers = server.auth()
+        body = {"message": "x"}
+        response = await server.client.post("/v1/chat/stream", json=body, headers=headers)
+        raw = response.text
     frames = raw.split("\n\n")
     assert ": keep-alive" in frames
     assert frames[-1] == ""

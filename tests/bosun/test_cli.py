@@ -1,0 +1,147 @@
+"""The ``bosun`` command as a user runs it: a real process, a real port, a real database."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import jwt
+import pytest
+from httpx_sse import connect_sse
+
+from conftest import free_port
+
+BOSUN = [sys.executable, "-m", "bosun.cli"]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BOSUN_")}
+    clean["BOSUN_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
+    return clean
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*BOSUN, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_help_lists_the_commands(env: dict[str, str], tmp_path: Path) -> None:
+    result = run(["--help"], env, tmp_path)
+    assert result.returncode == 0
+    for command in ("serve", "migrate", "token"):
+        assert command in result.stdout
+
+
+def test_serve_refuses_an_unsafe_secret_without_dev(env: dict[str, str], tmp_path: Path) -> None:
+    for secret in (None, "short", "bosun-dev-secret-do-not-use-in-production"):
+        if secret is not None:
+            env["BOSUN_JWT_SECRET"] = secret
+        result = run(["serve", "--port", str(free_port())], env, tmp_path)
+        assert result.returncode == 2
+        assert "BOSUN_JWT_SECRET" in result.stderr
+        assert "--dev" in result.stderr
+    assert not (tmp_path / "cli.db").exists()
+
+
+def test_serve_rejects_a_bad_model_spec(env: dict[str, str], tmp_path: Path) -> None:
+    result = run(["serve", "--dev", "--model", "scripted:missing.yaml"], env, tmp_path)
+    assert result.returncode == 2
+    assert "missing.yaml" in result.stderr
+
+
+def test_token_signs_the_given_claims(env: dict[str, str], tmp_path: Path) -> None:
+    env["BOSUN_JWT_SECRET"] = "s" * 40
+    result = run(["token", "--user", "u1", "--org", "o1", "--role", "staff"], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    claims = jwt.decode(result.stdout.strip(), "s" * 40, algorithms=["HS256"])
+    assert (claims["sub"], claims["org"], claims["role"]) == ("u1", "o1", "staff")
+    assert claims["exp"] > time.time()
+    bad = run(["token", "--user", "u1", "--org", "o1", "--role", "admin"], env, tmp_path)
+    assert bad.returncode == 2
+    assert "owner, staff, member" in bad.stderr
+
+
+def test_migrate_is_idempotent(env: dict[str, str], tmp_path: Path) -> None:
+    for _ in range(2):
+        result = run(["migrate"], env, tmp_path)
+        assert result.returncode == 0, result.stderr
+    assert (tmp_path / "cli.db").exists()
+
+
+@pytest.fixture
+def served(env: dict[str, str], tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    script = tmp_path / "replies.yaml"
+    script.write_text(
+        "steps:\n"
+        "  - text: Ahoy from the scripted model.\n"
+        "    usage: {input_tokens: 7, output_tokens: 6}\n"
+        "repeat: true\n"
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [*BOSUN, "serve", "--dev", "--port", str(port), "--model", f"scripted:{script}"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("bosun serve did not start")
+        yield url, env
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode in (0, -15), output  # uvicorn re-raises the SIGTERM it handled
+    assert "Application shutdown complete" in output
+    assert "Ahoy" not in output  # user and model text never reach the logs
+
+
+def test_serve_dev_streams_a_turn_that_equals_the_log(
+    served: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    url, env = served
+    token = run(["token", "--user", "u1", "--org", "o1"], env, tmp_path).stdout.strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    with (
+        httpx.Client(base_url=url) as client,
+        connect_sse(
+            client, "POST", "/v1/chat/stream", json={"message": "hello"}, headers=headers
+        ) as source,
+    ):
+        frames = [(int(s.id), s.event, json.loads(s.data)) for s in source.iter_sse()]
+
+    ids = [frame[0] for frame in frames]
+    assert all(a < b for a, b in itertools.pairwise(ids))
+    assert frames[-1][1] == "done"
+    assert "".join(d["delta"] for _, t, d in frames if t == "text_delta") == (
+        "Ahoy from the scripted model."
+    )
+    session_id = frames[0][2]["session_id"]
+    with httpx.Client(base_url=url, headers=headers) as client:
+        logged = client.get(f"/v1/sessions/{session_id}/events").json()["events"]
+    assert [(e["seq"], e["type"], e["data"]) for e in logged] == frames
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "cli.db")
+    rows = db.execute(
+        "SELECT seq, type, data FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
+    ).fetchall()
+    assert [(seq, kind, json.loads(data)) for seq, kind, data in rows] == frames
