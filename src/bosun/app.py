@@ -31,6 +31,7 @@ def stream_config(settings: Settings) -> StreamConfig:
         max_body_bytes=limits.max_body_bytes,
         max_message_chars=limits.max_message_chars,
         keepalive_s=limits.keepalive_s,
+        turn_timeout_s=limits.turn_timeout_s,
         sessions_page_size=limits.sessions_page_size,
     )
 

@@ -157,7 +157,7 @@ class ScriptStep(BaseModel):
 
 class _ScriptFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    steps: list[ScriptStep]
+    steps: list[str | ScriptStep]  # a bare string is a text-only step
     repeat: bool = False
 
 
@@ -194,7 +194,7 @@ class ScriptedModel:
         data = json.loads(raw) if path.suffix == ".json" else yaml.safe_load(raw)
         script = _ScriptFile.model_validate({"steps": data} if isinstance(data, list) else data)
         return cls(
-            [s.model_dump() for s in script.steps],
+            [s if isinstance(s, str) else s.model_dump() for s in script.steps],
             repeat=script.repeat,
             name=f"scripted:{path.name}",
         )

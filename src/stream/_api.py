@@ -24,6 +24,7 @@ class StreamConfig:
     max_body_bytes: int = 64 * 1024
     max_message_chars: int = 32_000
     keepalive_s: float = 15.0
+    turn_timeout_s: float = 300.0
     sessions_page_size: int = 50
     shutdown_grace_s: float = 5.0
 

@@ -32,7 +32,7 @@ def create_app(
     *, store: Store, models: TurnModels, config: StreamConfig, version: str = "0"
 ) -> Litestar:
     """Build the app over an open store; closing the app closes the store."""
-    runner = TurnRunner(store)
+    runner = TurnRunner(store, turn_timeout_s=config.turn_timeout_s)
     services = Services(store=store, runner=runner, models=models, config=config)
 
     async def on_startup() -> None:

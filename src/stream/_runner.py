@@ -26,8 +26,9 @@ class TurnHandle:
 class TurnRunner:
     """Owns the running turn tasks of this process."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, turn_timeout_s: float) -> None:
         self._store = store
+        self._turn_timeout_s = turn_timeout_s
         self._tasks: dict[str, asyncio.Task[TurnStatus]] = {}
 
     async def start(
@@ -50,6 +51,7 @@ class TurnRunner:
             message_id=f"msg_{uuid.uuid4().hex}",
             text=text,
             model=model,
+            timeout_s=self._turn_timeout_s,
         )
         await self._store.log.open_turn(
             session_id,

@@ -56,6 +56,7 @@ class Turn:
     message_id: str
     text: str
     model: Model | None
+    timeout_s: float = 300.0
 
 
 class BatchingAppender:
@@ -102,11 +103,16 @@ async def run_turn(store: Store, turn: Turn) -> TurnStatus:
         if turn.model is None:
             closing, status = [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed"
         else:
-            closing, status = await _answer(store, turn, turn.model, out), "completed"
+            async with asyncio.timeout(turn.timeout_s):
+                closing = await _answer(store, turn, turn.model, out)
+            status = "completed"
     except ModelError as exc:
         log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
         suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""
         closing, status = [_error(turn, exc.code, exc.message + suffix)], "failed"
+    except TimeoutError:
+        message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
+        closing, status = [_error(turn, "provider_timeout", message)], "failed"
     except asyncio.CancelledError:
         closing = [_error(turn, "cancelled", "The turn was cancelled")]
         await asyncio.shield(_close(out, turn, closing, "cancelled"))

@@ -109,6 +109,22 @@ async def test_a_model_that_raises_mid_stream_leaves_a_consistent_log(
         assert [t.status for t in turns] == ["failed"]
 
 
+async def test_a_model_slower_than_the_turn_limit_times_out(make_server: ServerFactory) -> None:
+    async def stalls(_request: ModelRequest) -> AsyncIterator[str]:
+        yield "thinking "
+        await asyncio.sleep(30)
+        yield "never sent"
+
+    async with make_server(
+        TurnModels(executor=FunctionModel(stalls)), turn_timeout_s=0.3
+    ) as server:
+        frames = await stream_turn(server.client, {"message": "go"}, server.auth())
+    assert types(frames) == ["session_started", "user_message", "text_delta", "error", "done"]
+    assert frames[3].data["code"] == "provider_timeout"
+    assert "0.3 s" in frames[3].data["message"]
+    assert frames[-1].data["status"] == "failed"
+
+
 async def test_an_unexpected_exception_becomes_an_internal_error(
     make_server: ServerFactory,
 ) -> None:
