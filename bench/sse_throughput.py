@@ -9,9 +9,11 @@ the client's CPU does not compete with the server's event loop:
 * **bare**: a Litestar app whose ``GET /sse`` returns ``ServerSentEvent`` over an async
   generator of ``--deltas`` frames shaped like Bosun's ``text_delta`` frames.
 
-The client (httpx, this process) runs streams one after another, then several at once,
-against each server, and counts SSE data events (frames with a ``data:`` line; keep-alive
-comments are not counted). Run ``python bench/sse_throughput.py --help`` for the flags.
+The client (this process; httpx by default, or ``--client raw``: asyncio + httptools) runs
+streams one after another, then several at once, against each server, and counts SSE data
+events (frames with a ``data:`` line; keep-alive comments are not counted). It also reads
+each server process's CPU time from /proc, so a client-bound figure can be told apart from
+a server-bound one. Run ``python bench/sse_throughput.py --help`` for the flags.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
+import httptools
 import httpx
 from litestar import Litestar, get
 from litestar.response import ServerSentEvent, ServerSentEventMessage
@@ -52,6 +55,7 @@ STREAM_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 SECRET_ENV = "BOSUN_BENCH_JWT_SECRET"  # noqa: S105 (the variable's name, not a secret)
 ServerKind = Literal["bosun", "bare"]
+ClientKind = Literal["httpx", "raw"]
 KINDS: tuple[ServerKind, ...] = ("bosun", "bare")
 
 
@@ -133,8 +137,8 @@ def serve(kind: ServerKind, port: int, db_path: Path, deltas: int, profile: Path
             port=port,
             log_level="warning",
             access_log=False,
-            loop=loop,  # type: ignore[arg-type]
-            http=http,  # type: ignore[arg-type]
+            loop=loop,
+            http=http,
             timeout_graceful_shutdown=5,
         )
     except SystemExit:
@@ -160,56 +164,50 @@ class FrameCounter:
 
     Accepts CRLF, LF or CR line ends (Litestar's ``ServerSentEvent`` writes CRLF, Bosun LF)
     and frames split anywhere across chunks. Comment-only frames (keep-alives) count as
-    ``comments``, not events.
+    ``comments``, not events. Works a frame at a time with bytes methods, not a line at a
+    time, to keep the client's CPU per event low.
     """
 
     def __init__(self) -> None:
         self.events: Counter[str] = Counter()
         self.comments = 0
         self.last_type: str | None = None
-        self.last_data = b""
+        self._last_frame = b""
         self._tail = b""
-        self._type = b""
-        self._data: list[bytes] = []
-        self._comment = False
 
-    def feed(self, chunk: bytes) -> int:
-        """Consume ``chunk``; return how many events it completed."""
+    def feed(self, chunk: bytes) -> None:
         buf = self._tail + chunk
         if b"\r" in buf:
             held = buf.endswith(b"\r")  # maybe the first half of a CRLF
             buf = buf[:-1] if held else buf
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             buf = buf + b"\r" if held else buf
-        lines = buf.split(b"\n")
-        self._tail = lines.pop()
-        before = self.total
-        for line in lines:
-            self._line(line)
-        return self.total - before
+        frames = buf.split(b"\n\n")
+        self._tail = frames.pop()
+        for frame in frames:
+            self._frame(b"\n" + frame)
+
+    def _frame(self, frame: bytes) -> None:
+        if b"\ndata:" not in frame:
+            self.comments += b"\n:" in frame
+            return
+        start = frame.find(b"\nevent:")
+        if start < 0:
+            kind = "message"
+        else:
+            end = frame.find(b"\n", start + 1)
+            kind = frame[start + 7 : end if end >= 0 else None].strip().decode() or "message"
+        self.events[kind] += 1
+        self.last_type, self._last_frame = kind, frame
 
     @property
-    def total(self) -> int:
-        return sum(self.events.values())
-
-    def _line(self, line: bytes) -> None:
-        if not line:
-            self._dispatch()
-        elif line.startswith(b"data:"):
-            self._data.append(line[5:].removeprefix(b" "))
-        elif line.startswith(b"event:"):
-            self._type = line[6:].strip()
-        elif line.startswith(b":"):
-            self._comment = True
-
-    def _dispatch(self) -> None:
-        if self._data:
-            kind = self._type.decode() or "message"
-            self.events[kind] += 1
-            self.last_type, self.last_data = kind, b"\n".join(self._data)
-        elif self._comment:
-            self.comments += 1
-        self._type, self._data, self._comment = b"", [], False
+    def last_data(self) -> bytes:
+        """The data of the last event (its ``data:`` lines joined)."""
+        return b"\n".join(
+            line[5:].removeprefix(b" ")
+            for line in self._last_frame.split(b"\n")
+            if line.startswith(b"data:")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,8 +225,8 @@ class Target:
 class StreamResult:
     events: Counter[str]
     comments: int
-    chunks: int
-    first_event_s: float
+    reads: int  # pieces of body the client was handed (httpx chunks or socket reads)
+    first_delta_s: float  # request sent to first text_delta parsed
     total_s: float
 
 
@@ -267,9 +265,9 @@ class PhaseResult:
             "server_cpu_s": None if self.server_cpu_s is None else round(self.server_cpu_s, 3),
             "server_cpu_us_per_event": _round(self.server_cpu_us_per_event, 2),
             "client_cpu_share": round(self.client_cpu_s / self.wall_s, 3),
-            "p50_first_event_ms": round(_median(s.first_event_s for s in self.streams) * 1e3, 2),
+            "p50_first_delta_ms": round(_median(s.first_delta_s for s in self.streams) * 1e3, 2),
             "p50_stream_ms": round(_median(s.total_s for s in self.streams) * 1e3, 2),
-            "p50_chunks_per_stream": _median(s.chunks for s in self.streams),
+            "p50_reads_per_stream": _median(s.reads for s in self.streams),
         }
 
 
@@ -291,10 +289,10 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def one_stream(client: httpx.AsyncClient, target: Target, deltas: int) -> StreamResult:
-    """Open one stream, read it to its end and check it carried what it should."""
+async def httpx_stream(client: httpx.AsyncClient, target: Target, deltas: int) -> StreamResult:
+    """One stream read with httpx (pooled keep-alive connections)."""
     counter = FrameCounter()
-    chunks = 0
+    reads = 0
     started = time.perf_counter()
     first: float | None = None
     async with client.stream(
@@ -304,18 +302,117 @@ async def one_stream(client: httpx.AsyncClient, target: Target, deltas: int) -> 
             body = (await response.aread())[:500]
             raise RuntimeError(f"{target.kind}: HTTP {response.status_code}: {body!r}")
         async for chunk in response.aiter_raw():
-            chunks += 1
-            if counter.feed(chunk) and first is None:
+            reads += 1
+            counter.feed(chunk)
+            if first is None and counter.events["text_delta"]:
                 first = time.perf_counter()
     ended = time.perf_counter()
     _check(target.kind, counter, deltas)
     return StreamResult(
         events=counter.events,
         comments=counter.comments,
-        chunks=chunks,
-        first_event_s=(first or ended) - started,
+        reads=reads,
+        first_delta_s=(first or ended) - started,
         total_s=ended - started,
     )
+
+
+class _RawResponse(asyncio.Protocol):
+    """One HTTP/1.1 exchange on its own connection, parsed by httptools (C) as it arrives."""
+
+    def __init__(self, request: bytes, done: asyncio.Future[None]) -> None:
+        self.counter = FrameCounter()
+        self.status = 0
+        self.error_body = b""
+        self.reads = 0
+        self.first_delta: float | None = None
+        self._request = request
+        self._done = done
+        self._parser = httptools.HttpResponseParser(self)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        cast(asyncio.WriteTransport, transport).write(self._request)  # uvloop's aren't subclasses
+
+    def data_received(self, data: bytes) -> None:
+        self.reads += 1
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            if not self._done.done():
+                self._done.set_exception(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._done.done():
+            self._done.set_exception(exc or ConnectionError("closed before the response ended"))
+
+    # httptools callbacks
+    def on_headers_complete(self) -> None:
+        self.status = self._parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        if self.status != 200:
+            self.error_body = (self.error_body + body)[:500]
+            return
+        self.counter.feed(body)
+        if self.first_delta is None and self.counter.events["text_delta"]:
+            self.first_delta = time.perf_counter()
+
+    def on_message_complete(self) -> None:
+        if not self._done.done():
+            self._done.set_result(None)
+
+
+def _raw_request(target: Target) -> tuple[str, int, bytes]:
+    url = httpx.URL(target.url)
+    body = b"" if target.body is None else json.dumps(target.body).encode()
+    headers = {
+        "Host": f"{url.host}:{url.port}",
+        "Accept": "text/event-stream",
+        "Connection": "close",
+        **target.headers,
+    }
+    if target.body is not None:
+        headers |= {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    head = f"{target.method} {url.raw_path.decode()} HTTP/1.1\r\n" + "".join(
+        f"{name}: {value}\r\n" for name, value in headers.items()
+    )
+    assert url.port is not None
+    return url.host, url.port, (head + "\r\n").encode() + body
+
+
+async def raw_stream(target: Target, deltas: int) -> StreamResult:
+    """One stream over a bare asyncio connection: far less client CPU per event than httpx."""
+    host, port, request = _raw_request(target)
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    started = time.perf_counter()
+    transport, protocol = await loop.create_connection(
+        lambda: _RawResponse(request, done), host, port
+    )
+    try:
+        async with asyncio.timeout(STREAM_TIMEOUT_S):
+            await done
+    finally:
+        transport.close()
+    ended = time.perf_counter()
+    if protocol.status != 200:
+        raise RuntimeError(f"{target.kind}: HTTP {protocol.status}: {protocol.error_body!r}")
+    _check(target.kind, protocol.counter, deltas)
+    return StreamResult(
+        events=protocol.counter.events,
+        comments=protocol.counter.comments,
+        reads=protocol.reads,
+        first_delta_s=(protocol.first_delta or ended) - started,
+        total_s=ended - started,
+    )
+
+
+async def one_stream(
+    client: httpx.AsyncClient, kind: ClientKind, target: Target, deltas: int
+) -> StreamResult:
+    if kind == "raw":
+        return await raw_stream(target, deltas)
+    return await httpx_stream(client, target, deltas)
 
 
 def _check(kind: ServerKind, counter: FrameCounter, deltas: int) -> None:
@@ -330,6 +427,7 @@ def _check(kind: ServerKind, counter: FrameCounter, deltas: int) -> None:
 
 async def run_phase(
     client: httpx.AsyncClient,
+    client_kind: ClientKind,
     target: Target,
     pid: int,
     *,
@@ -345,7 +443,7 @@ async def run_phase(
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
-            results.append(await one_stream(client, target, deltas))
+            results.append(await one_stream(client, client_kind, target, deltas))
 
     cpu_before, client_before = process_cpu_s(pid), time.process_time()
     started = time.perf_counter()
@@ -385,6 +483,27 @@ class Scenario:
     name: str
     total: int
     concurrency: int
+
+
+Results = list[tuple[Scenario, dict[ServerKind, list[PhaseResult]]]]  # every round
+
+
+def median_round(rounds: list[PhaseResult]) -> PhaseResult:
+    """The round with the median events/s (the lower middle one for an even count)."""
+    ranked = sorted(rounds, key=lambda phase: phase.events_per_s)
+    return ranked[(len(ranked) - 1) // 2]
+
+
+T = TypeVar("T")
+
+
+def run_client(main: Coroutine[Any, Any, T]) -> T:
+    """Run the client on uvloop too when it is installed (less client CPU per event)."""
+    if importlib.util.find_spec("uvloop"):
+        uvloop = importlib.import_module("uvloop")
+        result: T = uvloop.run(main)
+        return result
+    return asyncio.run(main)
 
 
 def free_port() -> int:
@@ -463,7 +582,7 @@ def targets(servers: dict[ServerKind, Server], secret: str) -> dict[ServerKind, 
 
 async def measure(
     servers: dict[ServerKind, Server], secret: str, args: argparse.Namespace
-) -> list[tuple[Scenario, dict[ServerKind, PhaseResult]]]:
+) -> Results:
     scenarios = [
         Scenario(f"sequential ({args.streams} x 1)", args.streams, 1),
         Scenario(
@@ -478,20 +597,24 @@ async def measure(
         by_kind = targets(servers, secret)
         for kind in KINDS:
             for _ in range(args.warmup):
-                await one_stream(client, by_kind[kind], args.deltas)
+                await one_stream(client, args.client, by_kind[kind], args.deltas)
         results = []
         for scenario in scenarios:
-            phases = {}
-            for kind in KINDS:  # one server at a time, the other idles
-                phases[kind] = await run_phase(
-                    client,
-                    by_kind[kind],
-                    servers[kind].process.pid,
-                    total=scenario.total,
-                    concurrency=scenario.concurrency,
-                    deltas=args.deltas,
-                )
-            results.append((scenario, phases))
+            rounds: dict[ServerKind, list[PhaseResult]] = {kind: [] for kind in KINDS}
+            for _ in range(args.rounds):
+                for kind in KINDS:  # alternate; one server works while the other idles
+                    rounds[kind].append(
+                        await run_phase(
+                            client,
+                            args.client,
+                            by_kind[kind],
+                            servers[kind].process.pid,
+                            total=scenario.total,
+                            concurrency=scenario.concurrency,
+                            deltas=args.deltas,
+                        )
+                    )
+            results.append((scenario, rounds))
     return results
 
 
@@ -500,61 +623,95 @@ async def measure(
 # --------------------------------------------------------------------------------------
 
 
-def _fmt_us(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
+CLIENT_BOUND_SHARE = 0.8
 
 
-def report(
-    results: list[tuple[Scenario, dict[ServerKind, PhaseResult]]], args: argparse.Namespace
-) -> dict[str, Any]:
-    loop, http = _loop_and_http()
-    header = (
-        f"{'scenario':<30} {'bosun ev/s':>11} {'bare ev/s':>11} {'ratio':>7}"
-        f" {'bosun cpu us/ev':>16} {'bare cpu us/ev':>15}"
-    )
-    lines = [
-        f"SSE throughput, {args.deltas} deltas per stream; uvicorn loop={loop} http={http}; "
-        f"Python {platform.python_version()}; {os.cpu_count()} CPUs",
-        header,
-        "-" * len(header),
-    ]
-    figures = []
-    for scenario, phases in results:
-        bosun, bare = phases["bosun"], phases["bare"]
-        ratio = bosun.events_per_s / bare.events_per_s
+def _fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def _event_counts(events: Counter[str]) -> str:
+    deltas = events.get("text_delta", 0)
+    others = ", ".join(f"{n} {t}" for t, n in events.items() if t != "text_delta")
+    return f"{sum(events.values())} = {deltas} text_delta" + (f" + {others}" if others else "")
+
+
+def _table(results: Results) -> list[str]:
+    header = f"{'scenario':<30} {'bosun ev/s':>11} {'bare ev/s':>11} {'ratio':>7}"
+    lines = [header, "-" * len(header)]
+    for scenario, rounds in results:
+        bosun, bare = median_round(rounds["bosun"]), median_round(rounds["bare"])
         lines.append(
             f"{scenario.name:<30} {bosun.events_per_s:>11,.0f} {bare.events_per_s:>11,.0f}"
-            f" {ratio:>7.3f} {_fmt_us(bosun.server_cpu_us_per_event):>16}"
-            f" {_fmt_us(bare.server_cpu_us_per_event):>15}"
+            f" {bosun.events_per_s / bare.events_per_s:>7.3f}"
         )
-        figures.append(
-            {
-                "scenario": scenario.name,
-                "total": scenario.total,
-                "concurrency": scenario.concurrency,
-                "ratio": round(ratio, 4),
-                "bosun": bosun.summary(),
-                "bare": bare.summary(),
+    return lines
+
+
+def _details(results: Results, client: ClientKind) -> list[str]:
+    header = (
+        f"{'scenario':<30} {'server':<6} {'srv CPU us/ev':>13} {'p50 1st delta ms':>16}"
+        f" {'p50 stream ms':>13} {'client CPU':>10}"
+    )
+    lines = [header, "-" * len(header)]
+    warnings = []
+    for scenario, rounds in results:
+        for kind in KINDS:
+            phase = median_round(rounds[kind])
+            summary = phase.summary()
+            lines.append(
+                f"{scenario.name if kind == 'bosun' else '':<30} {kind:<6}"
+                f" {_fmt(phase.server_cpu_us_per_event, '.1f'):>13}"
+                f" {summary['p50_first_delta_ms']:>16.2f} {summary['p50_stream_ms']:>13.2f}"
+                f" {summary['client_cpu_share']:>10.0%}"
+            )
+            if summary["client_cpu_share"] > CLIENT_BOUND_SHARE:
+                warnings.append(
+                    f"note: the client process was busy {summary['client_cpu_share']:.0%} of the"
+                    f" wall time in {scenario.name} / {kind}: that figure is client-bound (a lower"
+                    " bound on the server's rate)"
+                    + ("; try --client raw" if client == "httpx" else "")
+                )
+    return lines + warnings
+
+
+def _scenario_figures(
+    scenario: Scenario, rounds: dict[ServerKind, list[PhaseResult]]
+) -> dict[str, Any]:
+    median = {kind: median_round(rounds[kind]) for kind in KINDS}
+    return {
+        "scenario": scenario.name,
+        "total": scenario.total,
+        "concurrency": scenario.concurrency,
+        "ratio": round(median["bosun"].events_per_s / median["bare"].events_per_s, 4),
+        **{
+            kind: {
+                **median[kind].summary(),
+                "rounds_events_per_s": [round(r.events_per_s, 1) for r in rounds[kind]],
             }
-        )
-    per_stream = {kind: results[0][1][kind].streams[0].events for kind in KINDS}
-    lines.append("")
-    for kind in KINDS:
-        counts = ", ".join(f"{n} {t}" for t, n in sorted(per_stream[kind].items()))
-        lines.append(f"{kind} events per stream: {sum(per_stream[kind].values())} = {counts}")
-    for scenario, phases in results:
-        lines.append(
-            f"{scenario.name}: p50 first event / whole stream ms: "
-            + "; ".join(
-                f"{kind} {phases[kind].summary()['p50_first_event_ms']}"
-                f" / {phases[kind].summary()['p50_stream_ms']}"
-                for kind in KINDS
-            )
-            + "; client CPU share "
-            + ", ".join(
-                f"{kind} {phases[kind].client_cpu_s / phases[kind].wall_s:.0%}" for kind in KINDS
-            )
-        )
+            for kind in KINDS
+        },
+    }
+
+
+def report(results: Results, args: argparse.Namespace) -> dict[str, Any]:
+    """Print the tables (unless --json); return the figures for the JSON line."""
+    loop, http = _loop_and_http()
+    first = results[0][1]
+    title = f"median of {args.rounds} rounds" if args.rounds > 1 else "1 round"
+    lines = [
+        f"SSE throughput: {args.deltas} deltas per stream; client {args.client}; servers: uvicorn"
+        f" ({loop}, {http}), one process each; Python {platform.python_version()};"
+        f" {os.cpu_count()} CPUs",
+        f"events/s: {title} per scenario and server; ratio = bosun / bare",
+        *_table(results),
+        "",
+        "events counted: SSE frames with a data: line (keep-alive comments excluded), per stream:",
+        *(f"  {kind:<5} {_event_counts(first[kind][0].streams[0].events)}" for kind in KINDS),
+        "",
+        "the median round in detail (srv CPU: the server process, all threads, per event):",
+        *_details(results, args.client),
+    ]
     if not args.json:
         print("\n".join(lines))
     return {
@@ -562,12 +719,14 @@ def report(
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "deltas": args.deltas,
         "warmup": args.warmup,
+        "rounds": args.rounds,
+        "client": args.client,
         "loop": loop,
         "http": http,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "events_counted": "SSE frames with a data: line (all types); keep-alives excluded",
-        "scenarios": figures,
+        "scenarios": [_scenario_figures(scenario, rounds) for scenario, rounds in results],
     }
 
 
@@ -589,6 +748,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--deltas", type=int, default=1000, help="text deltas per stream (1000)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up streams per server (2)")
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds per scenario, alternating the servers; the median is reported (3)",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("httpx", "raw"),
+        default="raw",
+        help="raw (default): asyncio + httptools, light enough that the servers are the "
+        "limit; or httpx.AsyncClient, which saturates this process's CPU against the bare server",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print only the JSON line, not the table"
     )
     parser.add_argument(
@@ -609,8 +781,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.serve:
         return serve(args.serve, args.port, args.db, args.deltas, args.profile)
-    if min(args.streams, args.concurrency, args.total, args.deltas) < 1 or args.warmup < 0:
-        parser.error("--streams, --concurrency, --total and --deltas must be at least 1")
+    if min(args.streams, args.concurrency, args.total, args.deltas, args.rounds) < 1:
+        parser.error("--streams, --concurrency, --total, --deltas and --rounds must be >= 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be >= 0")
     signal.signal(signal.SIGTERM, _raise_exit)  # so the finally below stops the servers
     secret = secrets.token_urlsafe(48)
     profile = args.profile.resolve() if args.profile else None
@@ -621,7 +795,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 servers[kind] = start_server(
                     kind, Path(workdir), args.deltas, secret, profile if kind == "bosun" else None
                 )
-            results = asyncio.run(measure(servers, secret, args))
+            results = run_client(measure(servers, secret, args))
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
         finally:
             for server in servers.values():
                 stop_server(server)

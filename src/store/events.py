@@ -7,7 +7,7 @@ to rebuild a conversation and read by reports, so their names and fields are pub
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
@@ -197,8 +197,37 @@ def event_data(event: Event) -> dict[str, Any]:
     """The event as a JSON-ready dict, ``type`` included (the log's ``data`` column).
 
     Top-level fields that are ``None`` are left out: API.md marks them optional (absent).
+    This runs for every streamed delta, so scalar fields skip ``asdict``'s deep copy.
     """
-    return {key: value for key, value in asdict(event).items() if value is not None}
+    data: dict[str, Any] = {}
+    for name in _field_names(type(event)):
+        value = getattr(event, name)
+        if value is not None:
+            data[name] = _plain(value)
+    return data
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy of containers and nested dataclasses, as ``asdict`` would make."""
+    if isinstance(value, str | int | float | bool):
+        return value
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def parse_event(data: dict[str, Any]) -> Event:

@@ -41,12 +41,13 @@ async def tail(
         while True:
             wake.clear()
             events = await store.log.read(session_id, after=cursor, turn_id=turn_id)
-            for event in events:
-                yield encode_frame(event)
-                cursor = event.seq
-                if turn_id is not None and event.type == "done":
-                    return
             if events:
+                # One chunk per read: the transport and the client pay per chunk, not per frame.
+                ends = turn_id is not None and events[-1].type == "done"
+                yield b"".join(encode_frame(event) for event in events)
+                cursor = events[-1].seq
+                if ends:
+                    return
                 continue
             if turn_id is None and not await store.sessions.running_turns(session_id):
                 # A turn's done and its closing commit together: one more read is complete.
