@@ -92,11 +92,9 @@ async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequ
     )
 
 
-def _sse(services: Services, handle_or_session: TurnHandle | str, *, after: int = 0) -> Stream:
-    if isinstance(handle_or_session, TurnHandle):
-        session_id, turn_id = handle_or_session.session_id, handle_or_session.turn_id
-    else:
-        session_id, turn_id = handle_or_session, None
+def _sse(
+    services: Services, session_id: str, *, after: int = 0, turn_id: str | None = None
+) -> Stream:
     frames = tail(
         services.store,
         session_id,
@@ -115,7 +113,8 @@ def _sse(services: Services, handle_or_session: TurnHandle | str, *, after: int 
 async def chat_stream(
     data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep
 ) -> Stream:
-    return _sse(services, await _start_turn(services, request, data))
+    handle = await _start_turn(services, request, data)
+    return _sse(services, handle.session_id, turn_id=handle.turn_id)
 
 
 @post("/v1/chat", status_code=200, summary="Send a user turn; wait for its end")
