@@ -49,8 +49,11 @@ Part = TextPart | ToolCall | ToolResult
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Message:
+    """A conversation message; ``cache`` marks the end of a stable prefix (see SystemBlock)."""
+
     role: Literal["user", "assistant"]
     parts: tuple[Part, ...]
+    cache: bool = False
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -81,16 +84,43 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ResponseSchema:
+    """Ask for a reply that is one JSON document matching ``schema`` (structured output).
+
+    The reply arrives as text chunks that join into the JSON document; each adapter uses
+    its provider's own mechanism (a JSON-schema response format, or a forced tool call).
+    """
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ModelRequest:
+    """One model call.
+
+    Prompt-cache layout: ``cache_tools`` and the ``cache`` flags on system blocks and
+    messages mark where stable sections end (tools, static system, per-user data, the
+    message tail). Adapters whose provider caches explicitly place breakpoints there (at
+    most 4, the last ones win); the others ignore the marks.
+    """
+
     messages: tuple[Message, ...]
     system: tuple[SystemBlock, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: str = "auto"  # "auto", "any", "none" or a tool name
     max_tokens: int = 4096
+    cache_tools: bool = False
+    response_schema: ResponseSchema | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TokenUsage:
+    """Tokens of one call. ``input_tokens`` excludes cache reads and writes (Anthropic's
+    convention; adapters for providers that count cached tokens inside the prompt
+    subtract them), so cost = each count times its own price."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
