@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 from alembic import context
 from sqlalchemy.engine import Connection
@@ -17,12 +18,20 @@ from store import Store, metadata
 config = context.config
 
 
+def render_item(kind: str, obj: Any, _context: Any) -> str | bool:
+    """Write Bosun's UTC timestamp type as a plain DateTime in generated migrations."""
+    if kind == "type" and type(obj).__name__ == "UTCDateTime":
+        return "sa.DateTime(timezone=True)"
+    return False
+
+
 def run_on(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        render_item=render_item,
     )
     with context.begin_transaction():
         context.run_migrations()

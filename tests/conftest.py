@@ -30,13 +30,49 @@ PG_ADMIN_URL = os.environ.get(
 JWT_SECRET = "test-secret-" + "x" * 40
 
 
+LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "localhost", "0.0.0.0", ""})  # noqa: S104
+
+
+class NetworkBlockedError(ConnectionRefusedError):
+    """A test tried to reach a host other than this machine."""
+
+
 @pytest.fixture(autouse=True)
-def _no_real_providers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Any attempt to reach a real provider fails loudly."""
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Tests talk to 127.0.0.1 only: any other host fails the test, loudly.
+
+    The attempt raises (so the code under test stops), and since an SDK may turn that
+    into a retryable connection error, the test is also failed afterwards by name.
+    """
+    attempts: list[str] = []
+
+    def check(host: object) -> None:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name not in LOCAL_HOSTS and not name.startswith("127."):
+            attempts.append(name)
+            raise NetworkBlockedError(f"tests must not reach {name!r}: use a local fake server")
+
+    real_getaddrinfo = socket.getaddrinfo
+    real_connect = socket.socket.connect
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        check(host)
+        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    def connect(sock: socket.socket, address: object) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            check(address[0])  # type: ignore[index]
+        real_connect(sock, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket.socket, "connect", connect)
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/no-network-in-tests")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/no-network-in-tests")
+    yield attempts
+    if attempts:
+        pytest.fail(f"the test tried to reach non-local hosts: {sorted(set(attempts))}")
 
 
 def _dsn(url: str) -> str:
@@ -163,10 +199,13 @@ ServerFactory = Callable[..., Server]
 def make_server(db_url: str) -> Iterator[ServerFactory]:
     """Build a served app over the parametrised database with the given models."""
 
-    def factory(models: TurnModels | None = None, **limits: float) -> Server:
+    def factory(
+        models: TurnModels | None = None, *, secrets_key: str | None = None, **limits: float
+    ) -> Server:
         settings = Settings(
             database_url=db_url,
             jwt_secret=JWT_SECRET,
+            secrets_key=secrets_key,  # type: ignore[arg-type]
             limits=limits,  # type: ignore[arg-type]
         )
         return Server(settings, models or TurnModels())

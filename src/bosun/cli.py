@@ -13,7 +13,7 @@ from bosun import __version__
 from bosun.log import configure_logging
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
 from providers import ModelSpecError
-from store import Store
+from store import SecretsKeyError, Store
 from stream import ROLES_HELP, TokenConfig, mint_token
 
 DEV_USER, DEV_ORG = "dev", "dev-org"
@@ -84,7 +84,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     try:
         app = build_app(settings)
-    except ModelSpecError as exc:
+    except (ModelSpecError, SecretsKeyError) as exc:
         print(f"bosun serve: {exc}", file=sys.stderr)
         return 2
     if not args.no_migrate:

@@ -41,6 +41,19 @@ class ModelSettings(BaseModel):
         return spec or self.default
 
 
+class ProviderSettings(BaseModel):
+    """Keys and endpoints; unset ones fall back to the SDKs' own environment variables."""
+
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    openai_compatible_api_key: SecretStr | None = None
+    max_retries: int = Field(default=2, ge=0, le=10)
+    timeout_s: float = Field(default=60.0, gt=0)
+    cache_ttl: Literal["5m", "1h"] = "5m"
+
+
 class LimitSettings(BaseModel):
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
@@ -56,9 +69,13 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite+aiosqlite:///./bosun.db"
     jwt_secret: SecretStr | None = None
+    secrets_key: SecretStr | None = Field(
+        default=None, description="Fernet key that encrypts org provider keys at rest."
+    )
     jwt_algorithm: Literal["HS256", "HS384", "HS512"] = "HS256"
     token_ttl_s: int = Field(default=24 * 3600, gt=0)
     models: ModelSettings = Field(default_factory=ModelSettings)
+    providers: ProviderSettings = Field(default_factory=ProviderSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"

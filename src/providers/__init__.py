@@ -4,6 +4,9 @@
 no network. ``model_from_spec`` builds a model from ``PROVIDER:MODEL`` strings.
 """
 
+from providers._anthropic import AnthropicModel
+from providers._config import CacheTTL, ProviderConfig
+from providers._errors import code_for
 from providers._model import (
     Completion,
     Message,
@@ -13,6 +16,7 @@ from providers._model import (
     ModelSpecError,
     Part,
     ProviderErrorCode,
+    ResponseSchema,
     StopReason,
     StreamItem,
     SystemBlock,
@@ -23,7 +27,9 @@ from providers._model import (
     ToolResult,
     ToolSpec,
 )
-from providers._spec import model_from_spec
+from providers._openai import OpenAIModel
+from providers._prices import PRICES, Price, cost_usd_micros, price_for
+from providers._spec import model_from_spec, provider_of
 from providers._testing import (
     FunctionModel,
     Reply,
@@ -33,6 +39,9 @@ from providers._testing import (
 )
 
 __all__ = [
+    "PRICES",
+    "AnthropicModel",
+    "CacheTTL",
     "Completion",
     "FunctionModel",
     "Message",
@@ -40,9 +49,13 @@ __all__ = [
     "ModelError",
     "ModelRequest",
     "ModelSpecError",
+    "OpenAIModel",
     "Part",
+    "Price",
+    "ProviderConfig",
     "ProviderErrorCode",
     "Reply",
+    "ResponseSchema",
     "ScriptExhaustedError",
     "ScriptStep",
     "ScriptedModel",
@@ -55,5 +68,9 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "ToolSpec",
+    "code_for",
+    "cost_usd_micros",
     "model_from_spec",
+    "price_for",
+    "provider_of",
 ]

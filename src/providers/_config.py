@@ -18,6 +18,7 @@ class ProviderConfig:
     anthropic_base_url: str | None = None
     openai_api_key: str | None = None
     openai_base_url: str | None = None
+    openai_compatible_api_key: str | None = None
     max_retries: int = 2
     timeout_s: float = 60.0
     cache_ttl: CacheTTL = "5m"

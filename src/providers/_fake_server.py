@@ -94,6 +94,13 @@ class FakeProvider:
     def pending(self) -> int:
         return len(self._queue)
 
+    def reset(self) -> None:
+        """Forget scripted replies, recorded requests and disconnects (reuse across tests)."""
+        with self._lock:
+            self._queue.clear()
+            self.requests.clear()
+            self.disconnects = 0
+
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)

@@ -6,6 +6,7 @@ the schema is migrated by alembic scripts in the repository's ``migrations/``.
 
 from store._log import EventLog, LogNotifier, SessionNotFoundError, StoredEvent
 from store._models import Base
+from store._org_keys import OrgKeyInfo, OrgKeys, SecretBox, SecretsKeyError
 from store._sessions import SessionRecord, Sessions, TurnRecord, UsageRecord, UsageTotals
 from store._store import Store
 
@@ -14,6 +15,10 @@ metadata = Base.metadata
 __all__ = [
     "EventLog",
     "LogNotifier",
+    "OrgKeyInfo",
+    "OrgKeys",
+    "SecretBox",
+    "SecretsKeyError",
     "SessionNotFoundError",
     "SessionRecord",
     "Sessions",

@@ -121,6 +121,18 @@ class ToolExecutionRow(Base):
     completed_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
+class OrgKeyRow(Base):
+    """An org's own provider API key (bring your own key), encrypted at rest."""
+
+    __tablename__ = "org_api_keys"
+
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True)
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    ciphertext: Mapped[str] = mapped_column(String(1024))
+    last4: Mapped[str] = mapped_column(String(4))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class UsageRow(Base):
     """Tokens and cost of one model call; roll-ups are derived from these rows."""
 

@@ -6,16 +6,18 @@ from sqlalchemy import text
 
 from store._db import Database
 from store._log import EventLog, LogNotifier
+from store._org_keys import OrgKeys, SecretBox
 from store._sessions import Sessions
 
 
 class Store:
     """Everything persistent behind one database URL (SQLite or PostgreSQL)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, secrets_key: str | None = None) -> None:
         self.db = Database(url)
         self.log = EventLog(self.db, LogNotifier())
         self.sessions = Sessions(self.db, self.log)
+        self.org_keys = OrgKeys(self.db, SecretBox(secrets_key) if secrets_key else None)
 
     @property
     def dialect(self) -> str:

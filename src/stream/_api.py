@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from store import Store
 from stream._auth import TokenConfig
+from stream._models import ModelResolver
 from stream._runner import TurnRunner
-from stream._turn import TurnModels
 
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
@@ -33,7 +33,7 @@ class StreamConfig:
 class Services:
     store: Store
     runner: TurnRunner
-    models: TurnModels
+    models: ModelResolver
     config: StreamConfig
 
 
@@ -106,6 +106,18 @@ class SessionDetail(SessionSummary):
     messages: list[MessageOut]
     turns: list[TurnOut]
     totals: Totals
+
+
+class OrgKeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: str = Field(min_length=8, max_length=512, description="The provider API key.")
+
+
+class OrgKeyOut(BaseModel):
+    provider: str
+    last4: str = Field(description="The key's last four characters; the key is never shown.")
+    updated_at: datetime
 
 
 class EventPage(BaseModel):

@@ -10,10 +10,11 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from store import Store
-from stream import _routes
+from stream import _keys, _routes
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._errors import EXCEPTION_HANDLERS
+from stream._models import ModelResolver
 from stream._runner import TurnRunner
 from stream._turn import TurnModels
 
@@ -25,6 +26,9 @@ ROUTES = [
     _routes.session_events,
     _routes.session_stream,
     _routes.healthz,
+    _keys.list_org_keys,
+    _keys.put_org_key,
+    _keys.delete_org_key,
 ]
 
 
@@ -33,7 +37,8 @@ def create_app(
 ) -> Litestar:
     """Build the app over an open store; closing the app closes the store."""
     runner = TurnRunner(store, turn_timeout_s=config.turn_timeout_s)
-    services = Services(store=store, runner=runner, models=models, config=config)
+    resolver = ModelResolver(models, store.org_keys)
+    services = Services(store=store, runner=runner, models=resolver, config=config)
 
     async def on_startup() -> None:
         await runner.recover_interrupted()

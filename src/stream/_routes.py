@@ -29,6 +29,7 @@ from stream._api import (
 )
 from stream._auth import Principal
 from stream._errors import ApiError, trace_id_of
+from stream._models import ModelNotAllowedError
 from stream._runner import TurnHandle
 from stream._sse import SSE_HEADERS, tail
 
@@ -50,16 +51,13 @@ async def _session_for(services: Services, principal: Principal, session_id: str
     return record
 
 
-def _pick_model(services: Services, spec: str | None) -> Model | None:
-    if spec is None:
-        return services.models.executor
-    model = services.models.selectable.get(spec)
-    if model is None:
-        allowed = ", ".join(sorted(services.models.selectable)) or "none"
-        raise ApiError(
-            400, "invalid_request", f"Model {spec!r} is not allowed here (allowed: {allowed})"
-        )
-    return model
+async def _pick_model(services: Services, org_id: str, spec: str | None) -> Model | None:
+    try:
+        return await services.models.resolve(org_id=org_id, requested=spec)
+    except ModelNotAllowedError:
+        allowed = ", ".join(services.models.allowed) or "none"
+        message = f"Model {spec!r} is not allowed here (allowed: {allowed})"
+        raise ApiError(400, "invalid_request", message) from None
 
 
 async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequest) -> TurnHandle:
@@ -71,7 +69,7 @@ async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequ
             "invalid_request",
             f"message is {len(body.message)} characters; the limit is {limit}",
         )
-    model = _pick_model(services, body.model)
+    model = await _pick_model(services, principal.org_id, body.model)
     if body.session_id is not None:
         session_id = (await _session_for(services, principal, body.session_id)).id
     else:

@@ -8,7 +8,7 @@ when it failed and always with ``done``, in the same transaction that closes the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -25,6 +25,7 @@ from providers import (
     TextChunk,
     TokenUsage,
     ToolCall,
+    cost_usd_micros,
 )
 from store import EventLog, Store, UsageRecord
 from store.events import Done, Error, Event, MessageDone, TextDelta, TurnStatus, Usage
@@ -40,10 +41,16 @@ _log = structlog.get_logger("bosun.turn")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnModels:
-    """The models a turn may use: the executor's, and those a request may pick by spec."""
+    """The models a turn may use: the executor's, and those a request may pick by spec.
+
+    ``build(spec, api_key)`` makes an instance that uses an org's own provider key; without
+    it, org keys are not used.
+    """
 
     executor: Model | None = None
+    executor_spec: str | None = None
     selectable: Mapping[str, Model] = field(default_factory=dict)
+    build: Callable[[str, str], Model] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -155,6 +162,7 @@ async def _answer(store: Store, turn: Turn, model: Model, out: BatchingAppender)
                 completion = item
     assert completion is not None, f"model {model.name!r} ended its stream without a Completion"
     usage = completion.usage
+    cost = cost_usd_micros(completion.model, usage)
     await store.sessions.record_usage(
         UsageRecord(
             session_id=turn.session_id,
@@ -167,30 +175,32 @@ async def _answer(store: Store, turn: Turn, model: Model, out: BatchingAppender)
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
+            cost_usd_micros=cost,
         )
     )
     return [
         MessageDone(message_id=turn.message_id, stop_reason=completion.stop_reason),
-        _usage_event({"executor": usage}),
+        _usage_event({"executor": (usage, cost)}),
     ]
 
 
-def _usage_event(by_role: Mapping[str, TokenUsage]) -> Usage:
-    total = sum(by_role.values(), TokenUsage())
+def _usage_event(by_role: Mapping[str, tuple[TokenUsage, int]]) -> Usage:
+    """The turn's totals and per-role breakdown; cost in micro-dollars."""
+    total = sum((usage for usage, _ in by_role.values()), TokenUsage())
     return Usage(
         input_tokens=total.input_tokens,
         output_tokens=total.output_tokens,
         cache_read_tokens=total.cache_read_tokens,
         cache_write_tokens=total.cache_write_tokens,
-        cost_usd_micros=0,  # the price table arrives with the real providers
+        cost_usd_micros=sum(cost for _, cost in by_role.values()),
         by_role={
             role: {
                 "input_tokens": u.input_tokens,
                 "output_tokens": u.output_tokens,
                 "cache_read_tokens": u.cache_read_tokens,
                 "cache_write_tokens": u.cache_write_tokens,
-                "cost_usd_micros": 0,
+                "cost_usd_micros": cost,
             }
-            for role, u in by_role.items()
+            for role, (u, cost) in by_role.items()
         },
     )

@@ -17,6 +17,8 @@ import pytest
 from httpx_sse import connect_sse
 
 from conftest import free_port
+from providers import TokenUsage
+from providers.fake import FakeProvider, FakeServer, anthropic_reply
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
 
@@ -97,14 +99,7 @@ def served(env: dict[str, str], tmp_path: Path) -> Iterator[tuple[str, dict[str,
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError("bosun serve did not start")
+        _wait_healthy(url)
         yield url, env
     finally:
         process.terminate()
@@ -146,3 +141,76 @@ def test_serve_dev_streams_a_turn_that_equals_the_log(
         "SELECT seq, type, data FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
     ).fetchall()
     assert [(seq, kind, json.loads(data)) for seq, kind, data in rows] == frames
+
+
+def test_serve_with_anthropic_against_the_local_fake(env: dict[str, str], tmp_path: Path) -> None:
+    """The real adapter and SDK, end to end, with ANTHROPIC_BASE_URL at a local fake."""
+    provider = FakeProvider().enqueue(
+        anthropic_reply(
+            text="Ahoy from the fake Anthropic API.",
+            usage=TokenUsage(input_tokens=1_000, output_tokens=500, cache_read_tokens=10_000),
+            text_chunk_size=6,
+        )
+    )
+    port = free_port()
+    with FakeServer(provider) as fake:
+        env.update(ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY="sk-ant-fake-key-1234")
+        process = subprocess.Popen(
+            [
+                *BOSUN,
+                "serve",
+                "--dev",
+                "--port",
+                str(port),
+                "--model",
+                "anthropic:claude-haiku-4-5",
+            ],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_healthy(url)
+            token = run(["token", "--user", "u1", "--org", "o1"], env, tmp_path).stdout.strip()
+            with (
+                httpx.Client(base_url=url) as client,
+                connect_sse(
+                    client,
+                    "POST",
+                    "/v1/chat/stream",
+                    json={"message": "hello"},
+                    headers={"Authorization": f"Bearer {token}"},
+                ) as source,
+            ):
+                frames = [(s.event, json.loads(s.data)) for s in source.iter_sse()]
+        finally:
+            process.terminate()
+            output, _ = process.communicate(timeout=30)
+
+    kinds = [kind for kind, _ in frames]
+    assert kinds[0] == "session_started" and kinds[-3:] == ["message_done", "usage", "done"]
+    text = "".join(data["delta"] for kind, data in frames if kind == "text_delta")
+    assert text == "Ahoy from the fake Anthropic API."
+    usage = frames[-2][1]
+    # Haiku 4.5: 1,000 x $1 + 500 x $5 + 10,000 x $0.10 per million tokens
+    assert (usage["input_tokens"], usage["cache_read_tokens"]) == (1_000, 10_000)
+    assert usage["cost_usd_micros"] == 1_000 + 2_500 + 1_000
+    assert frames[-1][1]["status"] == "completed"
+    [request] = provider.requests
+    assert request.path == "/v1/messages"
+    assert request.json["model"] == "claude-haiku-4-5"
+    assert request.json["messages"][-1]["content"][-1]["text"] == "hello"
+    assert "sk-ant-fake-key-1234" not in output
+
+
+def _wait_healthy(url: str) -> None:
+    for _ in range(200):
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise AssertionError("bosun serve did not start")

@@ -522,19 +522,6 @@ def test_model_from_spec_unknown_provider() -> None:
     assert "scripted" in str(info.value)
 
 
-@pytest.mark.parametrize(
-    "spec", ["anthropic:claude-x", "openai:gpt-x", "openai-compatible:local-model"]
-)
-def test_model_from_spec_known_provider_not_available_yet(spec: str) -> None:
-    provider = spec.partition(":")[0]
-
-    with pytest.raises(ModelSpecError, match="not available in this build") as info:
-        model_from_spec(spec)
-
-    assert repr(provider) in str(info.value)
-    assert "scripted:PATH" in str(info.value)
-
-
 async def test_a_script_file_may_list_bare_strings(tmp_path: Path) -> None:
     path = tmp_path / "plain.yaml"
     path.write_text("- Hello there\n- text: Second\n")

@@ -129,6 +129,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
     assert tables == [
         "alembic_version",
         "events",
+        "org_api_keys",
         "orgs",
         "sessions",
         "tool_executions",
