@@ -1,0 +1,198 @@
+"""Triage and plan in one cheap-model call, with one repair round and a safe fallback.
+
+A plan that fails validation is re-asked once with the problems; if it still fails, or
+the provider fails or times out, the turn gets a single ``tool`` step with every read
+tool, and the reason is recorded. Planning never fails a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from planner._plan import PLAN_SCHEMA, Plan, PlannedStep
+from planner._prompt import instructions, render_catalogue, render_repair, render_request
+from planner._validate import PlanLimits, clamp_plan, validate_plan
+from providers import (
+    Completion,
+    Message,
+    Model,
+    ModelError,
+    ModelRequest,
+    ResponseSchema,
+    SystemBlock,
+    TextChunk,
+    TokenUsage,
+    cost_usd_micros,
+)
+
+FALLBACK_GOAL_CHARS = 400
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Catalogue:
+    """What the planner may choose from: tool name -> one-line description, read tools,
+    and source name -> description."""
+
+    tools: Mapping[str, str]
+    read_tools: Sequence[str]
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanOutcome:
+    plan: Plan
+    attempts: int
+    problems: tuple[str, ...] = ()  # what was wrong with the first answer, if anything
+    fallback: str | None = None  # why the fallback plan was used
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    cost_usd_micros: int = 0
+    model: str = ""
+    duration_ms: int = 0
+
+    @property
+    def repaired(self) -> bool:
+        return self.attempts > 1 and self.fallback is None
+
+
+async def make_plan(
+    model: Model,
+    message: str,
+    *,
+    catalogue: Catalogue,
+    history: Sequence[Message] = (),
+    loaded: Sequence[str] = (),
+    limits: PlanLimits = PlanLimits(),  # noqa: B008 (frozen)
+    timeout_s: float = 30.0,
+) -> PlanOutcome:
+    """Plan ``message``; never raises for a bad plan or a provider failure."""
+    started = time.monotonic()
+    system = (
+        SystemBlock(
+            text=instructions(
+                max_steps=limits.max_steps, max_tool_calls=limits.max_tool_calls_per_step
+            ),
+            cache=True,
+        ),
+        SystemBlock(text=render_catalogue(catalogue.tools, catalogue.sources), cache=True),
+    )
+    calls = _Calls(model, system, history, timeout_s)
+    first_problems: tuple[str, ...] = ()
+    problems: list[str] = []
+    replies: list[str] = []
+    try:
+        for attempt in (1, 2):
+            text = await calls.ask(render_request(message, loaded), replies, problems)
+            plan, problems = _check(text, catalogue, limits)
+            if attempt == 1:
+                first_problems = tuple(problems)
+            if plan is not None:
+                return calls.outcome(clamp_plan(plan, limits), attempt, first_problems, started)
+            replies.append(text)
+        reason = "the plan was still invalid after one repair: " + "; ".join(problems)
+    except ModelError as exc:
+        reason = f"the planner model failed ({exc.code})"
+    except TimeoutError:
+        reason = f"the planner model did not answer within {timeout_s:g} s"
+    plan = fallback_plan(message, catalogue, reason)
+    return calls.outcome(plan, calls.count, first_problems, started, fallback=reason)
+
+
+def fallback_plan(message: str, catalogue: Catalogue, reason: str) -> Plan:
+    """One ``tool`` step with every read tool: safe (no writes) and usually enough."""
+    return Plan(
+        strategy="tool",
+        reasoning=f"Fallback plan: {reason}"[:600],
+        steps=[
+            PlannedStep(
+                id="s1",
+                goal=message[:FALLBACK_GOAL_CHARS] or "Answer the user's request",
+                tools=list(catalogue.read_tools),
+            )
+        ],
+    )
+
+
+def _check(text: str, catalogue: Catalogue, limits: PlanLimits) -> tuple[Plan | None, list[str]]:
+    try:
+        plan = Plan.model_validate_json(text)
+    except ValidationError as exc:
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()
+        )
+        return None, [f"the reply is not a valid plan JSON object ({details[:500]})"]
+    problems = validate_plan(
+        plan, tools=catalogue.tools.keys(), sources=catalogue.sources.keys(), limits=limits
+    )
+    return (None, problems) if problems else (plan, [])
+
+
+class _Calls:
+    """The planner's model calls, with their summed usage."""
+
+    def __init__(
+        self,
+        model: Model,
+        system: tuple[SystemBlock, ...],
+        history: Sequence[Message],
+        timeout_s: float,
+    ) -> None:
+        self._model = model
+        self._system = system
+        self._history = tuple(history)
+        self._timeout_s = timeout_s
+        self.count = 0
+        self.usage = TokenUsage()
+        self.cost = 0
+        self.model_name = model.name
+
+    async def ask(self, request_text: str, replies: list[str], problems: list[str]) -> str:
+        messages = [*self._history, Message.user(request_text)]
+        for reply in replies:  # the repair round shows the model its invalid answer
+            messages += [Message.assistant(reply), Message.user(render_repair(problems))]
+        request = ModelRequest(
+            messages=tuple(messages),
+            system=self._system,
+            response_schema=ResponseSchema(name="plan", schema=PLAN_SCHEMA),
+            max_tokens=1024,
+        )
+        self.count += 1
+        async with asyncio.timeout(self._timeout_s):
+            return await self._collect(request)
+
+    async def _collect(self, request: ModelRequest) -> str:
+        pieces: list[str] = []
+        async with aclosing(self._model.stream(request)) as stream:
+            async for item in stream:
+                if isinstance(item, TextChunk):
+                    pieces.append(item.text)
+                elif isinstance(item, Completion):
+                    self.usage = self.usage + item.usage
+                    self.cost += cost_usd_micros(item.model, item.usage)
+                    self.model_name = item.model
+        return "".join(pieces)
+
+    def outcome(
+        self,
+        plan: Plan,
+        attempts: int,
+        problems: tuple[str, ...],
+        started: float,
+        *,
+        fallback: str | None = None,
+    ) -> PlanOutcome:
+        return PlanOutcome(
+            plan=plan,
+            attempts=attempts,
+            problems=problems,
+            fallback=fallback,
+            usage=self.usage,
+            cost_usd_micros=self.cost,
+            model=self.model_name,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )

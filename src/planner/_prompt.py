@@ -1,0 +1,59 @@
+"""The planner's prompt. Documented in docs/planner.md; keep the two in step.
+
+The static instructions and the catalogue (tools and sources of this deployment) come
+first and are marked as cacheable; the conversation and the request come last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+PLANNER_INSTRUCTIONS = """\
+You are the planner of an assistant that gets work done with tools. You do not answer the
+user and you do not call tools. You read the request and reply with ONE JSON object, a
+plan, matching the given schema.
+
+Choose the cheapest strategy that can fully handle the request:
+- "simple": a greeting, chit-chat, or a question answerable from the conversation and
+  general knowledge. No steps.
+- "tool": one focused job that needs tools (look something up, make one change, or a
+  short sequence of closely related calls). Exactly one step.
+- "complex": two or more distinct jobs, e.g. gather facts from different places and then
+  act on them. 2 to {max_steps} steps; give each step an id (s1, s2, ...), a goal
+  that a helper can carry out alone, the tools it needs, and depends_on for steps that
+  need another step's result. Steps without dependencies run in parallel.
+
+Rules:
+- Use only tool names and source names from the catalogue, spelled exactly.
+- Give a step only the tools it needs. A step's max_tool_calls is its budget (1 to
+  {max_tool_calls}); small lookups need 1-3.
+- Pick sources to preload only when the request needs them; say why in a few words.
+  Sources already loaded in this session are listed; pick one again only with a wider
+  range (e.g. a larger days_back).
+- "reasoning" is one or two short sentences.
+- Reply with the JSON object only."""
+
+
+def instructions(*, max_steps: int, max_tool_calls: int) -> str:
+    return PLANNER_INSTRUCTIONS.format(max_steps=max_steps, max_tool_calls=max_tool_calls)
+
+
+def render_catalogue(tools: Mapping[str, str], sources: Mapping[str, str]) -> str:
+    """The tool and source lists, one line each (summaries, not schemas: the planner only
+    picks; executors see the full schemas of their step's tools)."""
+    tool_lines = "\n".join(f"- {line}" for line in tools.values()) or "- (none)"
+    source_lines = "\n".join(f"- {name}: {about}" for name, about in sources.items()) or "- (none)"
+    return f"Tools:\n{tool_lines}\n\nContext sources:\n{source_lines}"
+
+
+def render_request(message: str, loaded: Sequence[str]) -> str:
+    parts = []
+    if loaded:
+        parts.append("Already loaded in this session: " + "; ".join(loaded))
+    parts.append(f"User request:\n{message}")
+    return "\n\n".join(parts)
+
+
+def render_repair(problems: Sequence[str]) -> str:
+    listed = "\n".join(f"- {p}" for p in problems)
+    return f"Your previous plan was invalid:\n{listed}\nReply with a corrected plan (JSON only)."

@@ -1,0 +1,147 @@
+"""Triage and planning with stubbed models: strategies, repair, fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from planner import Catalogue, Plan, PlanLimits, find_cycle, make_plan, validate_plan
+from providers import FunctionModel, ModelError, ModelRequest, Reply, ScriptedModel, TokenUsage
+
+CATALOGUE = Catalogue(
+    tools={
+        "members.search": "members.search: find members by name or email",
+        "members.get": "members.get: one member's details",
+        "workouts.create": "workouts.create: create a workout",
+    },
+    read_tools=["members.search", "members.get"],
+    sources={"schedule": "upcoming class sessions", "profile": "the user and their org"},
+)
+
+
+def plan_json(**fields: Any) -> str:
+    return json.dumps({"reasoning": "because", **fields})
+
+
+SIMPLE = plan_json(strategy="simple")
+TOOL = plan_json(
+    strategy="tool",
+    steps=[{"id": "s1", "goal": "find Sam", "tools": ["members.search"], "max_tool_calls": 2}],
+    sources=[{"name": "schedule", "why": "classes", "params": {"days_ahead": 7}}],
+)
+COMPLEX = plan_json(
+    strategy="complex",
+    executors=5,
+    steps=[
+        {"id": "s1", "goal": "find Sam", "tools": ["members.search"]},
+        {"id": "s2", "goal": "find Ada", "tools": ["members.search"]},
+        {
+            "id": "s3",
+            "goal": "create workouts for both",
+            "tools": ["workouts.create"],
+            "depends_on": ["s1", "s2"],
+            "max_tool_calls": 99,
+        },
+    ],
+)
+
+
+async def test_each_strategy_is_accepted_as_planned() -> None:
+    usage = TokenUsage(input_tokens=1_000, output_tokens=100)
+    model = ScriptedModel([Reply(text=t, usage=usage) for t in (SIMPLE, TOOL, COMPLEX)])
+    simple = await make_plan(model, "hi!", catalogue=CATALOGUE)
+    tool = await make_plan(model, "find Sam", catalogue=CATALOGUE)
+    complex_ = await make_plan(model, "plan for Sam and Ada", catalogue=CATALOGUE)
+    model.assert_complete()
+
+    assert simple.plan == Plan(strategy="simple", reasoning="because")
+    assert (simple.attempts, simple.fallback, simple.problems) == (1, None, ())
+    assert simple.usage == usage
+    assert tool.plan.steps[0].tools == ["members.search"]
+    assert tool.plan.sources[0].params == {"days_ahead": 7}
+    assert [s.id for s in complex_.plan.steps] == ["s1", "s2", "s3"]
+    assert complex_.plan.steps[2].max_tool_calls == 10  # clamped to the limit
+    assert complex_.plan.executors == 3  # clamped to max_executors
+
+    request = model.calls[0]
+    assert request.response_schema is not None and request.response_schema.name == "plan"
+    assert [b.cache for b in request.system] == [True, True]
+    assert "members.search: find members" in request.system[1].text
+    assert "schedule: upcoming class sessions" in request.system[1].text
+    assert request.messages[-1].text.endswith("hi!")
+
+
+async def test_an_unknown_tool_is_repaired_once() -> None:
+    bad = plan_json(strategy="tool", steps=[{"id": "s1", "goal": "x", "tools": ["members.nuke"]}])
+    model = ScriptedModel([bad, TOOL])
+    outcome = await make_plan(model, "find Sam", catalogue=CATALOGUE)
+    assert outcome.attempts == 2 and outcome.repaired
+    assert outcome.problems == ("step 's1' uses unknown tools ['members.nuke']",)
+    assert outcome.plan.steps[0].tools == ["members.search"]
+    repair = model.calls[1].messages
+    assert [m.role for m in repair] == ["user", "assistant", "user"]
+    assert repair[1].text == bad
+    assert "members.nuke" in repair[2].text
+
+
+async def test_a_cycle_is_repaired_and_bad_json_twice_falls_back() -> None:
+    cyclic = plan_json(
+        strategy="complex",
+        steps=[
+            {"id": "a", "goal": "x", "depends_on": ["b"]},
+            {"id": "b", "goal": "y", "depends_on": ["a"]},
+        ],
+    )
+    repaired = await make_plan(ScriptedModel([cyclic, SIMPLE]), "hi", catalogue=CATALOGUE)
+    assert repaired.problems == ("dependency cycle: a -> b -> a",)
+    assert repaired.plan.strategy == "simple"
+
+    model = ScriptedModel(["not json at all", '{"strategy": "sometimes"}'])
+    fallback = await make_plan(model, "find Sam please", catalogue=CATALOGUE)
+    assert fallback.attempts == 2
+    assert fallback.fallback is not None and "still invalid" in fallback.fallback
+    assert "not a valid plan JSON" in fallback.problems[0]
+    assert fallback.plan.strategy == "tool"
+    assert fallback.plan.steps[0].tools == ["members.search", "members.get"]  # read tools only
+    assert fallback.plan.steps[0].goal == "find Sam please"
+    assert fallback.plan.reasoning.startswith("Fallback plan:")
+
+
+async def test_a_provider_error_or_timeout_degrades_to_the_fallback() -> None:
+    def overloaded(_request: ModelRequest) -> str:
+        raise ModelError("provider_overloaded", "busy")
+
+    failed = await make_plan(FunctionModel(overloaded), "find Sam", catalogue=CATALOGUE)
+    assert failed.fallback == "the planner model failed (provider_overloaded)"
+    assert failed.plan.steps[0].tools == ["members.search", "members.get"]
+
+    async def slow(_request: ModelRequest) -> str:
+        await asyncio.sleep(5)
+        return SIMPLE
+
+    timed_out = await make_plan(FunctionModel(slow), "x", catalogue=CATALOGUE, timeout_s=0.05)
+    assert timed_out.fallback == "the planner model did not answer within 0.05 s"
+
+
+def test_validation_names_every_problem() -> None:
+    plan = Plan.model_validate_json(
+        plan_json(
+            strategy="complex",
+            sources=[{"name": "weather"}],
+            steps=[
+                {"id": "s1", "goal": "x", "tools": ["members.get"], "depends_on": ["s1", "s9"]},
+            ],
+        )
+    )
+    problems = validate_plan(
+        plan, tools=CATALOGUE.tools, sources=CATALOGUE.sources, limits=PlanLimits()
+    )
+    assert problems == [
+        "strategy 'complex' needs 2 to 5 steps, not 1",
+        "step 's1' depends on missing or itself: ['s1', 's9']",
+        "dependency cycle: s1 -> s1",
+        "unknown sources ['weather']; choose from ['profile', 'schedule']",
+    ]
+    assert find_cycle({"a": ["b"], "b": ["c"], "c": []}) is None
+    assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
