@@ -4,6 +4,7 @@ SQLAlchemy 2 async over SQLite (aiosqlite) or PostgreSQL (asyncpg) with the same
 the schema is migrated by alembic scripts in the repository's ``migrations/``.
 """
 
+from store import _demo_models as _demo_models  # registers the demo tables
 from store._log import EventLog, LogNotifier, SessionNotFoundError, StoredEvent
 from store._models import Base
 from store._org_keys import OrgKeyInfo, OrgKeys, SecretBox, SecretsKeyError

@@ -36,23 +36,52 @@ class PlanStep:
     goal: str
     tools: list[str] = field(default_factory=list)
     depends_on: list[str] = field(default_factory=list)
+    max_tool_calls: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PlanCreated:
+    """The planner's decision; ``fallback`` says why the safe fallback plan was used."""
+
     strategy: Strategy
     reasoning: str
     steps: list[PlanStep] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    executors: int = 1
+    repaired: bool = False
+    fallback: str | None = None
     type: Literal["plan_created"] = "plan_created"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ContextLoaded:
+    """A context source loaded into the session's knowledge (append-only), or failed."""
+
     source: str
     tokens: int
     truncated: bool
+    params: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
     type: Literal["context_loaded"] = "context_loaded"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HistorySummarised:
+    """Older conversation compressed into ``summary``; replays start from the latest one."""
+
+    summary: str
+    up_to_seq: int
+    type: Literal["history_summarised"] = "history_summarised"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContextBudget:
+    """How one model call's context was fitted into its role budget (operators only)."""
+
+    role: str
+    report: dict[str, Any]
+    step_id: str | None = None
+    type: Literal["context_budget"] = "context_budget"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -176,6 +205,8 @@ Event = Annotated[
     | UserMessage
     | PlanCreated
     | ContextLoaded
+    | HistorySummarised
+    | ContextBudget
     | StepStarted
     | StepCompleted
     | TextDelta
@@ -191,6 +222,8 @@ Event = Annotated[
 ]
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+# Logged for reports and replays but not streamed to chat clients (API.md allows this).
+OPERATOR_ONLY = frozenset({"context_budget"})
 
 
 def event_data(event: Event) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import json
 from collections.abc import AsyncIterator
 
 from store import Store, StoredEvent
+from store.events import OPERATOR_ONLY
 
 KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -44,7 +45,9 @@ async def tail(
             if events:
                 # One chunk per read: the transport and the client pay per chunk, not per frame.
                 ends = turn_id is not None and events[-1].type == "done"
-                yield b"".join(encode_frame(event) for event in events)
+                frames = [encode_frame(e) for e in events if e.type not in OPERATOR_ONLY]
+                if frames:
+                    yield b"".join(frames)
                 cursor = events[-1].seq
                 if ends:
                     return
@@ -52,7 +55,8 @@ async def tail(
             if turn_id is None and not await store.sessions.running_turns(session_id):
                 # A turn's done and its closing commit together: one more read is complete.
                 for event in await store.log.read(session_id, after=cursor):
-                    yield encode_frame(event)
+                    if event.type not in OPERATOR_ONLY:
+                        yield encode_frame(event)
                 return
             try:
                 await asyncio.wait_for(wake.wait(), timeout=keepalive_s)

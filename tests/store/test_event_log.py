@@ -128,11 +128,17 @@ async def test_migrations_match_the_models(store: Store) -> None:
         tables = await conn.run_sync(check)
     assert tables == [
         "alembic_version",
+        "audit_log",
+        "class_sessions",
         "events",
+        "members",
         "org_api_keys",
         "orgs",
+        "programs",
         "sessions",
+        "tasks",
         "tool_executions",
         "turns",
         "usage",
+        "workouts",
     ]

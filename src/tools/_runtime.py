@@ -1,0 +1,72 @@
+"""What a handler gets and gives besides its input: the caller, typed failures, audit rows."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import Store
+from store._demo_models import AuditLogRow
+from store._models import utcnow
+from tools._registry import Role
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """Who runs a tool and where: handlers scope every query by ``org_id``.
+
+    ``tool_use_id`` (set by the runner per call) links the audit row a write records to the
+    tool execution that made it.
+    """
+
+    store: Store
+    org_id: str
+    user_id: str
+    role: Role
+    tool_use_id: str | None = None
+
+
+class ToolError(Exception):
+    """A failure the model should see and can act on: a stable ``code``, a message naming
+    the value, and a ``hint`` saying what to do next (the runner turns it into a result)."""
+
+    def __init__(self, code: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"code": self.code, "message": self.message, "hint": self.hint}
+
+
+async def record_audit(
+    conn: AsyncConnection,
+    ctx: ToolContext,
+    action: str,
+    *,
+    target: str,
+    detail: dict[str, Any],
+    agent: bool = True,
+) -> str:
+    """Append an audit row in the caller's transaction, so the change and its record
+    commit together; returns the row's id."""
+    audit_id = f"aud_{uuid.uuid4().hex[:16]}"
+    await conn.execute(
+        insert(AuditLogRow).values(
+            id=audit_id,
+            org_id=ctx.org_id,
+            user_id=ctx.user_id,
+            agent=agent,
+            action=action,
+            target=target,
+            detail=detail,
+            tool_use_id=ctx.tool_use_id,
+            created_at=utcnow(),
+        )
+    )
+    return audit_id

@@ -1,0 +1,158 @@
+"""A small, realistic fitness studio for an org, so the demo tools have something to find.
+
+Two members share a first name (Sam Rivera, Sam Okafor) so "book Sam" needs the user
+picker. Times are relative to ``now``: the classes are always upcoming.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import Store
+from store._demo_models import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
+from store._models import OrgRow, utcnow
+from tools.demo._common import ensure_org, new_id
+
+# first, last, status, phone, notes
+MEMBERS = (
+    ("Sam", "Rivera", "active", "+1 555 0101", "Training for a spring half marathon."),
+    ("Sam", "Okafor", "active", "+1 555 0102", "Knee rehab: no deep lunges until cleared."),
+    ("Dani", "Cohen", "active", None, None),
+    ("Priya", "Natarajan", "active", "+1 555 0104", "Prefers early mornings."),
+    ("Marcus", "Lee", "paused", None, "Travelling until next month."),
+    ("Elena", "García", "active", "+1 555 0106", None),
+    ("Tom", "Becker", "cancelled", None, "Moved away."),
+    ("Aisha", "Bello", "active", None, "New member: book an intro session."),
+)
+# name, level, published, description
+PROGRAMS = (
+    ("Foundations", "beginner", True, "Six weeks of movement basics and barbell technique."),
+    ("Strength Cycle", "intermediate", True, "A 12-week linear strength progression."),
+    ("Competition Prep", "advanced", False, "Peaking block for the spring throwdown."),
+)
+# title, member index, program index, days from now (None: unscheduled), hour, minutes
+WORKOUTS = (
+    ("Lower body strength", 0, 1, 1, 7, 60),
+    ("Tempo run + core", 0, None, 3, 7, 50),
+    ("Knee-friendly conditioning", 1, 0, 2, 18, 45),
+    ("Intro to the barbell", 2, 0, -1, 9, 60),
+    ("Engine builder", None, 2, None, 0, 40),
+)
+# title, coach, days from now, hour, capacity
+CLASSES = (
+    ("Morning HIIT", "Jo Park", 1, 7, 14),
+    ("Olympic lifting", "Luis Ortega", 1, 18, 8),
+    ("Mobility flow", "Mina Sato", 2, 12, 16),
+    ("Strength club", "Luis Ortega", 3, 18, 10),
+    ("Morning HIIT", "Jo Park", 4, 7, 14),
+    ("Open gym", "Mina Sato", 6, 10, 20),
+)
+# title, days until due (None: no date), done, assignee
+TASKS = (
+    ("Call Marcus Lee about pausing his membership", 2, False, "Jo Park"),
+    ("Order four 16 kg kettlebells", 7, False, None),
+    ("Finish the Competition Prep program", 5, False, "Luis Ortega"),
+    ("Review Sam Okafor's rehab plan with the physio", -1, True, "Mina Sato"),
+)
+
+
+def _ascii(text: str) -> str:
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+
+
+def _at(now: datetime, days: int, hour: int) -> datetime:
+    return (now + timedelta(days=days)).replace(hour=hour, minute=0, second=0, microsecond=0)
+
+
+def _rows(org_id: str, now: datetime) -> dict[Any, list[dict[str, Any]]]:
+    stamp = {"org_id": org_id, "created_at": now, "updated_at": now}
+    members = [
+        {
+            "id": new_id("mem"),
+            "first_name": first,
+            "last_name": last,
+            "email": _ascii(f"{first}.{last}@example.com".lower()),
+            "phone": phone,
+            "status": status,
+            "notes": notes,
+            **stamp,
+        }
+        for first, last, status, phone, notes in MEMBERS
+    ]
+    programs = [
+        {"id": new_id("prg"), "name": n, "level": lv, "published": p, "description": d, **stamp}
+        for n, lv, p, d in PROGRAMS
+    ]
+    workouts = [
+        {
+            "id": new_id("wo"),
+            "title": title,
+            "member_id": None if m is None else members[m]["id"],
+            "program_id": None if p is None else programs[p]["id"],
+            "scheduled_for": None if days is None else _at(now, days, hour),
+            "duration_min": minutes,
+            "notes": "",
+            **stamp,
+        }
+        for title, m, p, days, hour, minutes in WORKOUTS
+    ]
+    classes = [
+        {
+            "id": new_id("cls"),
+            "title": title,
+            "coach": coach,
+            "starts_at": _at(now, days, hour),
+            "duration_min": 60,
+            "capacity": capacity,
+            "status": "scheduled",
+            **stamp,
+        }
+        for title, coach, days, hour, capacity in CLASSES
+    ]
+    tasks = [
+        {
+            "id": new_id("task"),
+            "title": title,
+            "due_on": None if days is None else (now + timedelta(days=days)).date(),
+            "done": done,
+            "assignee": assignee,
+            **stamp,
+        }
+        for title, days, done, assignee in TASKS
+    ]
+    return {
+        MemberRow: members,
+        ProgramRow: programs,
+        WorkoutRow: workouts,
+        ClassSessionRow: classes,
+        TaskRow: tasks,
+    }
+
+
+async def _has_data(conn: AsyncConnection, org_id: str) -> bool:
+    for table in (MemberRow, ProgramRow):
+        if await conn.scalar(select(table.id).where(table.org_id == org_id).limit(1)):
+            return True
+    return False
+
+
+async def seed_demo(store: Store, org_id: str, *, now: datetime | None = None) -> bool:
+    """Give ``org_id`` the demo studio unless it has members or programs already.
+
+    Returns whether it seeded. Safe to call on every start and from several workers: the
+    org row is locked first (PostgreSQL), and SQLite write transactions are serial.
+    """
+    now = now or utcnow()
+    async with store.db.write() as conn:
+        await ensure_org(conn, org_id)
+        await conn.execute(select(OrgRow.id).where(OrgRow.id == org_id).with_for_update())
+        if await _has_data(conn, org_id):
+            return False
+        for table, rows in _rows(org_id, now).items():
+            await conn.execute(insert(table), rows)
+    return True

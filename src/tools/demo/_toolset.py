@@ -1,0 +1,29 @@
+"""The demo toolset: every demo tool in one registry, plus the user picker."""
+
+from __future__ import annotations
+
+from tools._registry import ToolDef, ToolRegistry
+from tools.demo import _calendar, _catalog, _workouts
+from tools.demo._models import Picked, PickRequest
+
+ASK_USER_TO_PICK = ToolDef(
+    name="ui.ask_user_to_pick",
+    summary=(
+        "Ask the user to choose when several records fit (e.g. two members named Sam); "
+        "give 2-8 candidates with their ids."
+    ),
+    input_model=PickRequest,
+    output_model=Picked,
+    category="read",
+    confirm="never",
+    kind="user_picker",
+)
+
+
+def demo_registry() -> ToolRegistry:
+    """A fresh registry of the fitness-studio tools (the declarations are shared and frozen)."""
+    registry = ToolRegistry(
+        [*_catalog.toolset, *_workouts.toolset, *_calendar.toolset, ASK_USER_TO_PICK]
+    )
+    registry.validate()
+    return registry

@@ -1,0 +1,103 @@
+"""Seeding the demo studio: realistic, idempotent, one org's rows only."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, date, datetime
+
+from sqlalchemy import func, select
+
+from store import Store
+from store._demo_models import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
+from store._models import OrgRow
+from tools.demo import seed_demo
+
+NOW = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+TABLES = (MemberRow, ProgramRow, WorkoutRow, ClassSessionRow, TaskRow)
+
+
+async def _counts(store: Store, org_id: str) -> dict[str, int]:
+    async with store.db.read() as conn:
+        return {
+            table.__tablename__: await conn.scalar(
+                select(func.count()).select_from(table).where(table.org_id == org_id)
+            )
+            or 0
+            for table in TABLES
+        }
+
+
+async def test_seed_gives_an_org_a_small_studio_once(store: Store) -> None:
+    assert await seed_demo(store, "acme", now=NOW) is True
+    assert await seed_demo(store, "acme", now=NOW) is False
+    counts = {"members": 8, "programs": 3, "workouts": 5, "class_sessions": 6, "tasks": 4}
+    assert await _counts(store, "acme") == counts
+
+    async with store.db.read() as conn:
+        members = (
+            await conn.execute(
+                select(MemberRow.first_name, MemberRow.last_name, MemberRow.email, MemberRow.status)
+                .where(MemberRow.org_id == "acme")
+                .order_by(MemberRow.last_name)
+            )
+        ).all()
+        classes = (
+            await conn.execute(
+                select(ClassSessionRow.title, ClassSessionRow.coach, ClassSessionRow.starts_at)
+                .where(ClassSessionRow.org_id == "acme")
+                .order_by(ClassSessionRow.starts_at)
+            )
+        ).all()
+        tasks = (
+            await conn.execute(
+                select(TaskRow.title, TaskRow.due_on, TaskRow.done).order_by(TaskRow.title)
+            )
+        ).all()
+        tier = await conn.scalar(select(OrgRow.tier).where(OrgRow.id == "acme"))
+    assert [tuple(m) for m in members] == [
+        ("Tom", "Becker", "tom.becker@example.com", "cancelled"),
+        ("Aisha", "Bello", "aisha.bello@example.com", "active"),
+        ("Dani", "Cohen", "dani.cohen@example.com", "active"),
+        ("Elena", "García", "elena.garcia@example.com", "active"),
+        ("Marcus", "Lee", "marcus.lee@example.com", "paused"),
+        ("Priya", "Natarajan", "priya.natarajan@example.com", "active"),
+        ("Sam", "Okafor", "sam.okafor@example.com", "active"),
+        ("Sam", "Rivera", "sam.rivera@example.com", "active"),
+    ]
+    assert [m.first_name for m in members].count("Sam") == 2
+    assert [tuple(c) for c in classes] == [
+        ("Morning HIIT", "Jo Park", datetime(2026, 3, 3, 7, tzinfo=UTC)),
+        ("Olympic lifting", "Luis Ortega", datetime(2026, 3, 3, 18, tzinfo=UTC)),
+        ("Mobility flow", "Mina Sato", datetime(2026, 3, 4, 12, tzinfo=UTC)),
+        ("Strength club", "Luis Ortega", datetime(2026, 3, 5, 18, tzinfo=UTC)),
+        ("Morning HIIT", "Jo Park", datetime(2026, 3, 6, 7, tzinfo=UTC)),
+        ("Open gym", "Mina Sato", datetime(2026, 3, 8, 10, tzinfo=UTC)),
+    ]
+    assert [tuple(t) for t in tasks] == [
+        ("Call Marcus Lee about pausing his membership", date(2026, 3, 4), False),
+        ("Finish the Competition Prep program", date(2026, 3, 7), False),
+        ("Order four 16 kg kettlebells", date(2026, 3, 9), False),
+        ("Review Sam Okafor's rehab plan with the physio", date(2026, 3, 1), True),
+    ]
+    assert tier == "lite"  # the org row is created on first sight, as sessions do
+
+
+async def test_each_org_gets_its_own_rows_and_concurrent_seeds_insert_once(store: Store) -> None:
+    results = await asyncio.gather(*(seed_demo(store, org) for org in ["a", "a", "a", "b"]))
+    assert sorted(results[:3]) == [False, False, True]
+    assert results[3] is True
+    expected = {"members": 8, "programs": 3, "workouts": 5, "class_sessions": 6, "tasks": 4}
+    assert await _counts(store, "a") == expected
+    assert await _counts(store, "b") == expected
+    async with store.db.read() as conn:
+        # Every workout points at a member and program of its own org.
+        crossed = await conn.scalar(
+            select(func.count())
+            .select_from(WorkoutRow)
+            .join(MemberRow, MemberRow.id == WorkoutRow.member_id, isouter=True)
+            .join(ProgramRow, ProgramRow.id == WorkoutRow.program_id, isouter=True)
+            .where(
+                (MemberRow.org_id != WorkoutRow.org_id) | (ProgramRow.org_id != WorkoutRow.org_id)
+            )
+        )
+    assert crossed == 0
