@@ -1,19 +1,109 @@
-"""Rebuild the conversation from the session log (the log is the only source of truth)."""
+"""Rebuild the conversation from the session log (the log is the only source of truth).
+
+``conversation`` is the whole transcript (what a client is shown). ``history`` is what a
+model is shown: it starts from the latest ``history_summarised`` event, so a compressed
+session replays as [summary note] + the messages after it. ``fit_history`` then fits that
+into a role's conversation section, newest messages first, recording every cut.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
-from providers import Message
+from context._fit import fit_section
+from context._sections import Cut, Item, SectionFill
+from context._tokens import TokenCounter
+from providers import Message, TextPart, ToolCall, ToolResult
 from store import StoredEvent
+
+SUMMARY_EVENT = "history_summarised"
+SUMMARY_NOTE = (
+    "[Summary of the earlier conversation; the messages it covers are not shown]\n{summary}"
+)
+OMITTED_MESSAGES = "[… {count} earlier messages omitted to fit the context budget]"
+KEEP_LAST = 6  # the newest messages a model always sees verbatim
+_SHORT_CHARS = 200  # an abbreviated message keeps this much of its start
 
 
 @dataclass(slots=True)
 class _TurnText:
     user: str | None = None
+    user_seq: int = 0
     answer: list[str] = field(default_factory=list)
-    finished: bool = False
+    done_seq: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HistoryEntry:
+    """A replayed message and the log sequence number that completed it."""
+
+    message: Message
+    seq: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class History:
+    """What a model is shown of a session: the latest summary, then the messages after it."""
+
+    entries: tuple[HistoryEntry, ...]
+    summary: str | None = None
+    up_to_seq: int | None = None
+    summarised: tuple[Message, ...] = ()  # the messages the summary stands for
+
+    @property
+    def messages(self) -> list[Message]:
+        note = [Message.user(SUMMARY_NOTE.format(summary=self.summary))] if self.summary else []
+        return [*note, *(entry.message for entry in self.entries)]
+
+    @property
+    def since_summary(self) -> int:
+        """Messages after the latest summary (all of them when there is none)."""
+        return len(self.entries)
+
+    def split_seq(self, keep_last: int = KEEP_LAST) -> int | None:
+        """The ``up_to_seq`` for a summary of all but the last ``keep_last`` messages
+        (``None`` when there is nothing older to summarise)."""
+        if len(self.entries) <= keep_last:
+            return None
+        return self.entries[len(self.entries) - keep_last - 1].seq
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HistoryFit:
+    """The messages to send, and the conversation section's fill (for the report)."""
+
+    messages: tuple[Message, ...]
+    fill: SectionFill
+
+
+def _entries(
+    events: Iterable[StoredEvent], exclude_turn: str | None
+) -> tuple[list[HistoryEntry], StoredEvent | None]:
+    turns: dict[str, _TurnText] = {}
+    summary: StoredEvent | None = None
+    for stored in events:
+        data = stored.data
+        if stored.type == SUMMARY_EVENT and {"summary", "up_to_seq"} <= data.keys():
+            summary = stored  # events arrive in seq order: the last one is the latest
+            continue
+        if stored.turn_id is None or stored.turn_id == exclude_turn:
+            continue
+        turn = turns.setdefault(stored.turn_id, _TurnText())
+        if stored.type == "user_message":
+            turn.user, turn.user_seq = data["text"], stored.seq
+        elif stored.type == "text_delta" and data.get("step_id") is None:
+            turn.answer.append(data["delta"])
+        elif stored.type == "message_done":
+            turn.done_seq = stored.seq
+    entries: list[HistoryEntry] = []
+    for turn in turns.values():
+        if turn.user is not None:
+            entries.append(HistoryEntry(message=Message.user(turn.user), seq=turn.user_seq))
+        if turn.done_seq is not None:
+            answer = Message.assistant("".join(turn.answer))
+            entries.append(HistoryEntry(message=answer, seq=turn.done_seq))
+    return entries, summary
 
 
 def conversation(
@@ -23,24 +113,103 @@ def conversation(
 
     Turns are keyed by ``turn_id`` because concurrent turns interleave in the log. An
     answer counts only once its ``message_done`` is logged: a reply cut off by an error is
-    not replayed to the model as if it were whole.
+    not replayed to the model as if it were whole. Summaries are ignored: this is the
+    full transcript.
     """
-    turns: dict[str, _TurnText] = {}
-    for stored in events:
-        if stored.turn_id is None or stored.turn_id == exclude_turn:
-            continue
-        turn = turns.setdefault(stored.turn_id, _TurnText())
-        data = stored.data
-        if stored.type == "user_message":
-            turn.user = data["text"]
-        elif stored.type == "text_delta" and data.get("step_id") is None:
-            turn.answer.append(data["delta"])
-        elif stored.type == "message_done":
-            turn.finished = True
-    messages: list[Message] = []
-    for turn in turns.values():
-        if turn.user is not None:
-            messages.append(Message.user(turn.user))
-        if turn.finished:
-            messages.append(Message.assistant("".join(turn.answer)))
-    return messages
+    entries, _ = _entries(events, exclude_turn)
+    return [entry.message for entry in entries]
+
+
+def history(events: Iterable[StoredEvent], *, exclude_turn: str | None = None) -> History:
+    """The model's view of a session: the latest summary (if any) and the messages after
+    its ``up_to_seq``. Older summaries are superseded: each one folds in its predecessor."""
+    entries, summary = _entries(events, exclude_turn)
+    if summary is None:
+        return History(entries=tuple(entries))
+    up_to = int(summary.data["up_to_seq"])
+    return History(
+        entries=tuple(e for e in entries if e.seq > up_to),
+        summary=str(summary.data["summary"]),
+        up_to_seq=up_to,
+        summarised=tuple(e.message for e in entries if e.seq <= up_to),
+    )
+
+
+def render_message(message: Message) -> str:
+    """A message as ``role: text`` (tool calls and results inline): how it is counted."""
+    pieces: list[str] = []
+    for part in message.parts:
+        match part:
+            case TextPart(text=text):
+                pieces.append(text)
+            case ToolCall(name=name, input=data):
+                pieces.append(f"[tool call {name} {data}]")
+            case ToolResult(content=content):
+                pieces.append(f"[tool result] {content}")
+    return f"{message.role}: {' '.join(pieces)}"
+
+
+def _item(message: Message, index: int) -> Item:
+    full = render_message(message)
+    short = None
+    if len(full) > _SHORT_CHARS + 40:
+        short = f"{full[:_SHORT_CHARS].rstrip()} […]"
+    return Item(full=full, short=short, key=f"message {index}")
+
+
+def _message(original: Message, text: str, form: str) -> Message:
+    if form == "full":
+        return original  # the same object: an unchanged prefix stays byte-identical
+    prefix = f"{original.role}: "
+    body = text[len(prefix) :] if text.startswith(prefix) else text
+    return Message(role=original.role, parts=(TextPart(text=body),))
+
+
+def fit_history(
+    source: History | Sequence[Message],
+    allocation: int,
+    *,
+    counter: TokenCounter,
+    keep_last: int = KEEP_LAST,
+    current: Message | None = None,
+    section: str = "conversation",
+) -> HistoryFit:
+    """Fit a history (plus the ``current`` message, newest) into ``allocation`` tokens.
+
+    The last ``keep_last`` messages stay verbatim; older ones are abbreviated, then
+    dropped oldest first (a marker says how many); a single oversize message is cut. A
+    history that starts from a summary records a ``compressed`` cut.
+    """
+    base = source.messages if isinstance(source, History) else list(source)
+    messages = [*base, current] if current is not None else base
+    fill = fit_section(
+        section,
+        allocation,
+        [_item(m, i) for i, m in enumerate(messages)],
+        counter=counter,
+        drop_from="start",
+        verbatim=keep_last,
+        omitted=OMITTED_MESSAGES,
+    )
+    fitted = [
+        _message(messages[i], text, form)
+        for i, text, form in zip(fill.kept, fill.items, fill.forms, strict=True)
+    ]
+    dropped = len(messages) - len(fill.kept)
+    if dropped and fill.text:
+        fitted.insert(0, Message.user(OMITTED_MESSAGES.format(count=dropped)))
+    if isinstance(source, History) and source.summary is not None:
+        fill = replace(fill, cuts=(_compressed(source, counter, section), *fill.cuts))
+    return HistoryFit(messages=tuple(fitted), fill=fill)
+
+
+def _compressed(source: History, counter: TokenCounter, section: str) -> Cut:
+    before = sum(counter.count(render_message(m)) for m in source.summarised)
+    after = counter.count(SUMMARY_NOTE.format(summary=source.summary))
+    return Cut(
+        section=section,
+        action="compressed",
+        tokens_before=before,
+        tokens_after=after,
+        detail=f"{len(source.summarised)} messages up to seq {source.up_to_seq} summarised",
+    )

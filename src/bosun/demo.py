@@ -1,0 +1,65 @@
+"""Wiring of the demo toolset: its tools and its context sources, over one store.
+
+The fetchers live with the demo domain (``tools.demo``); the context layer cannot import
+tools, so the composition root wraps them as named ``context.Source``s here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from context import Source, SourceRegistry, SourceRequest
+from store import Store
+from tools.demo import profile, recent_activity, schedule
+
+SOURCE_DESCRIPTIONS = {
+    "profile": "who is asking: the user, their role, the org and its size",
+    "schedule": "upcoming class sessions (params: days_ahead, default 7)",
+    "recent_activity": "recent changes: audit log, new workouts and tasks (params: days_back)",
+}
+
+
+def _int(params: Any, name: str, default: int) -> int:
+    """A numeric planner parameter; out-of-range values are refused by the fetcher."""
+    try:
+        return int(params.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def demo_sources(store: Store) -> SourceRegistry:
+    """The demo's context sources, fetching from ``store``."""
+
+    async def fetch_profile(request: SourceRequest) -> dict[str, Any]:
+        return await profile(store, request.org_id, request.user_id)
+
+    async def fetch_schedule(request: SourceRequest) -> dict[str, Any]:
+        return await schedule(store, request.org_id, _int(request.params, "days_ahead", 7))
+
+    async def fetch_recent(request: SourceRequest) -> dict[str, Any]:
+        return await recent_activity(store, request.org_id, _int(request.params, "days_back", 7))
+
+    return SourceRegistry(
+        [
+            Source(
+                name="profile",
+                description=SOURCE_DESCRIPTIONS["profile"],
+                fetch=fetch_profile,
+                estimate_tokens=120,
+            ),
+            Source(
+                name="schedule",
+                description=SOURCE_DESCRIPTIONS["schedule"],
+                fetch=fetch_schedule,
+                estimate_tokens=400,
+                detail="call class_sessions tools for more",
+            ),
+            Source(
+                name="recent_activity",
+                description=SOURCE_DESCRIPTIONS["recent_activity"],
+                fetch=fetch_recent,
+                estimate_tokens=400,
+            ),
+        ]
+    )
+

@@ -1,0 +1,122 @@
+"""Token budgets per model role: named sections with fixed allocations.
+
+The defaults follow the reference systems (a ~5,000-token planner, a ~1,500-token
+executor); ``Budgets.from_mapping`` applies per-section overrides from settings and
+rejects names it does not know, so a typo in a config file fails at start-up instead of
+silently keeping a default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
+
+Role = Literal["planner", "executor", "merger", "summariser"]
+ROLES: tuple[Role, ...] = get_args(Role)
+BUFFER = "buffer"  # headroom for estimation error: allocated, never filled
+
+
+class BudgetConfigError(ValueError):
+    """A budget override names an unknown role or section, or a bad token count.
+
+    A ``ValueError``, so a pydantic validator that calls ``Budgets.from_mapping`` turns
+    it into an ordinary settings validation error.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class SectionBudget:
+    """One section of a role's prompt and the tokens it may use."""
+
+    name: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoleBudget:
+    """The sections of one role's prompt, in prompt order."""
+
+    role: Role
+    sections: tuple[SectionBudget, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(section.tokens for section in self.sections)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(section.name for section in self.sections)
+
+    def tokens(self, section: str) -> int:
+        """The allocation of ``section``; a ``KeyError`` names the role's sections."""
+        for candidate in self.sections:
+            if candidate.name == section:
+                return candidate.tokens
+        raise KeyError(f"{self.role} budget has no section {section!r}; it has {self.names}")
+
+    def with_tokens(self, overrides: Mapping[str, int]) -> RoleBudget:
+        """A copy with some sections re-allocated; unknown names raise BudgetConfigError."""
+        unknown = sorted(set(overrides) - set(self.names))
+        if unknown:
+            raise BudgetConfigError(
+                f"budgets.{self.role} has no section(s) {unknown}; "
+                f"its sections are {list(self.names)}"
+            )
+        for name, tokens in overrides.items():
+            if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+                raise BudgetConfigError(
+                    f"budgets.{self.role}.{name} must be a whole number of tokens >= 0, "
+                    f"got {tokens!r}"
+                )
+        return replace(
+            self,
+            sections=tuple(
+                SectionBudget(s.name, overrides.get(s.name, s.tokens)) for s in self.sections
+            ),
+        )
+
+
+def _role(role: Role, **sections: int) -> RoleBudget:
+    return RoleBudget(role, tuple(SectionBudget(name, tokens) for name, tokens in sections.items()))
+
+
+PLANNER_BUDGET = _role(
+    "planner", system=800, conversation=2_500, context=1_000, profile=300, buffer=400
+)
+EXECUTOR_BUDGET = _role("executor", system=300, task=200, tools=400, data=400, buffer=200)
+# The merger sees step results and enough recent conversation to answer in context.
+MERGER_BUDGET = _role("merger", system=400, conversation=1_000, results=2_000, buffer=600)
+# The summariser reads the older history once, to replace it with a short summary.
+SUMMARISER_BUDGET = _role("summariser", system=200, history=6_000, buffer=300)
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """The budget of every role; build it once at start-up from settings."""
+
+    planner: RoleBudget = PLANNER_BUDGET
+    executor: RoleBudget = EXECUTOR_BUDGET
+    merger: RoleBudget = MERGER_BUDGET
+    summariser: RoleBudget = SUMMARISER_BUDGET
+
+    @classmethod
+    def from_mapping(cls, overrides: Mapping[str, Mapping[str, int]] | None = None) -> Budgets:
+        """Defaults with per-role, per-section overrides, e.g. ``{"planner": {"conversation":
+        3000}}`` (the shape of a ``dict[str, dict[str, int]]`` settings field)."""
+        budgets = cls()
+        for role, sections in (overrides or {}).items():
+            if role not in ROLES:
+                raise BudgetConfigError(
+                    f"budgets has no role {role!r}; the roles are {list(ROLES)}"
+                )
+            budgets = replace(budgets, **{role: budgets.for_role(role).with_tokens(sections)})
+        return budgets
+
+    def for_role(self, role: Role) -> RoleBudget:
+        budget: RoleBudget = getattr(self, role)
+        return budget
+
+    def as_mapping(self) -> dict[str, dict[str, int]]:
+        """Every role's allocations, in the shape ``from_mapping`` accepts."""
+        return {role: {s.name: s.tokens for s in self.for_role(role).sections} for role in ROLES}

@@ -1,0 +1,196 @@
+"""Lay a prompt out for provider prompt caching: stable sections first, volatile last.
+
+Order: tools → static system prompt (+ the abbreviated tool listing) → per-user data →
+session knowledge → conversation → the current task. A provider caches a prefix up to a
+breakpoint, so the layout marks where each stability tier ends (at most 4 marks, which
+is Anthropic's limit): the tools, the static system part, the per-user part, and one
+message. Within an executor loop every request is the previous one plus new messages, so
+consecutive requests share a byte-identical prefix; ``prefix_ratio`` measures it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from providers import (
+    Message,
+    ModelRequest,
+    ResponseSchema,
+    SystemBlock,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
+
+MAX_CACHE_MARKS = 4
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PromptParts:
+    """The sections of one model call, from most to least stable.
+
+    ``tool_listing`` is ``ToolsFit.listing`` (tools shown by name only); ``user_data``
+    is per-user and stable within a session (the profile); ``knowledge`` is the session's
+    loaded context, append-only and oldest first; ``history`` the fitted conversation;
+    ``task`` the current user message or step goal (a ``Message`` when ``fit_history``
+    cut it).
+    """
+
+    system: str
+    tools: tuple[ToolSpec, ...] = ()
+    tool_listing: str = ""
+    user_data: str = ""
+    knowledge: tuple[str, ...] = ()
+    history: tuple[Message, ...] = ()
+    task: str | Message | None = None
+
+
+def _task(task: str | Message | None) -> list[Message]:
+    if task is None:
+        return []
+    return [Message.user(task) if isinstance(task, str) else replace(task, cache=False)]
+
+
+def _system_blocks(parts: PromptParts) -> tuple[SystemBlock, ...]:
+    static = [text for text in (parts.system, parts.tool_listing) if text]
+    blocks = [SystemBlock(text=text, cache=i == len(static) - 1) for i, text in enumerate(static)]
+    if parts.user_data:
+        blocks.append(SystemBlock(text=parts.user_data, cache=True))
+    if parts.knowledge:
+        blocks.append(SystemBlock(text="\n\n".join(parts.knowledge)))
+    return tuple(blocks)
+
+
+def _request(
+    parts: PromptParts,
+    messages: list[Message],
+    mark: int | None,
+    *,
+    max_tokens: int,
+    tool_choice: str,
+    response_schema: ResponseSchema | None,
+) -> ModelRequest:
+    if mark is not None:
+        messages[mark] = replace(messages[mark], cache=True)
+    request = ModelRequest(
+        messages=tuple(messages),
+        system=_system_blocks(parts),
+        tools=parts.tools,
+        tool_choice=tool_choice,
+        max_tokens=max_tokens,
+        cache_tools=bool(parts.tools),
+        response_schema=response_schema,
+    )
+    assert cache_marks(request) <= MAX_CACHE_MARKS, cache_marks(request)
+    return request
+
+
+def layout_request(
+    parts: PromptParts,
+    *,
+    max_tokens: int = 4096,
+    tool_choice: str = "auto",
+    response_schema: ResponseSchema | None = None,
+) -> ModelRequest:
+    """A one-shot call (planner, merger): history is the stable prefix, the task is new.
+
+    The last history message carries the message mark, so the next turn, whose history
+    starts with this one's, reads it from the cache.
+    """
+    messages = [replace(m, cache=False) if m.cache else m for m in parts.history]
+    mark = len(messages) - 1 if messages else None
+    messages += _task(parts.task)
+    return _request(
+        parts,
+        messages,
+        mark,
+        max_tokens=max_tokens,
+        tool_choice=tool_choice,
+        response_schema=response_schema,
+    )
+
+
+def executor_request(
+    parts: PromptParts,
+    loop: Sequence[Message],
+    *,
+    max_tokens: int = 4096,
+    tool_choice: str = "auto",
+) -> ModelRequest:
+    """One request of an executor's tool loop: the fixed parts, then the loop so far.
+
+    Everything sent now is the prefix of the next request, so the message mark goes on
+    the last message. Append ``loop`` only, never edit it: a tool result is fitted once,
+    when it arrives, so the prefix stays byte-identical.
+    """
+    messages = [replace(m, cache=False) if m.cache else m for m in parts.history]
+    messages += _task(parts.task)
+    messages += [replace(m, cache=False) if m.cache else m for m in loop]
+    mark = len(messages) - 1 if messages else None
+    return _request(
+        parts, messages, mark, max_tokens=max_tokens, tool_choice=tool_choice, response_schema=None
+    )
+
+
+def cache_marks(request: ModelRequest) -> int:
+    """How many cache breakpoints a request asks for."""
+    return (
+        int(request.cache_tools and bool(request.tools))
+        + sum(block.cache for block in request.system)
+        + sum(message.cache for message in request.messages)
+    )
+
+
+def _part(part: TextPart | ToolCall | ToolResult) -> dict[str, Any]:
+    match part:
+        case TextPart(text=text):
+            return {"type": "text", "text": text}
+        case ToolCall(id=call_id, name=name, input=data):
+            return {"type": "tool_call", "id": call_id, "name": name, "input": data}
+        case ToolResult(tool_use_id=use_id, content=content, is_error=is_error):
+            return {"type": "tool_result", "id": use_id, "content": content, "error": is_error}
+
+
+def canonical_prompt(request: ModelRequest) -> bytes:
+    """The prompt content in provider order (tools, system, messages) as canonical JSON.
+
+    Cache marks are left out: they direct the provider and are not prompt content, and
+    the message mark moves forward on every loop request by design.
+    """
+    tools: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in request.tools
+    ]
+    if request.response_schema is not None:
+        tools.append(
+            {"name": request.response_schema.name, "schema": request.response_schema.schema}
+        )
+    document = [
+        tools,
+        [block.text for block in request.system],
+        [{"role": m.role, "content": [_part(p) for p in m.parts]} for m in request.messages],
+    ]
+    text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # the longest n with a[:n] == b[:n], by bisection on C-speed compares
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def prefix_ratio(request_a: ModelRequest, request_b: ModelRequest) -> float:
+    """The share of ``request_b``'s prompt that repeats ``request_a``'s byte for byte:
+    common prefix length over ``request_b``'s length (canonical serialisation)."""
+    a, b = canonical_prompt(request_a), canonical_prompt(request_b)
+    return _common_prefix(a, b) / len(b) if b else 1.0

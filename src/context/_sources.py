@@ -1,0 +1,237 @@
+"""Context sources: named fetchers of data the planner can ask to preload.
+
+Sources are fetched in parallel, each under its own timeout. A source that fails or times
+out is recorded and skipped: context is an optimisation, so it never fails the turn.
+What loads is formatted, counted and fitted into the context section, summary-first when
+the section is over budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+import structlog
+
+from context._fit import afit_section
+from context._sections import Item, SectionFill
+from context._tokens import TokenCounter
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceRequest:
+    """What a source's ``fetch`` receives: who asks, and the planner's parameters."""
+
+    org_id: str
+    user_id: str
+    session_id: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceScope:
+    """The caller's identity, shared by every load of one turn."""
+
+    org_id: str
+    user_id: str
+    session_id: str
+
+    def request(self, params: Mapping[str, Any]) -> SourceRequest:
+        return SourceRequest(
+            org_id=self.org_id, user_id=self.user_id, session_id=self.session_id, params=params
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceLoad:
+    """One requested (or recorded) load: a source name and its parameters."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Source:
+    """A named context source.
+
+    ``format`` turns fetched data into prompt text (default: the text itself, or compact
+    JSON); ``summarise`` gives the short form used when the context section is over
+    budget; ``detail`` tells the model how to get the rest (e.g. "call get_schedule").
+    ``estimate_tokens`` is a typical size, shown to the planner when it picks sources.
+    """
+
+    name: str
+    description: str
+    fetch: Callable[[SourceRequest], Awaitable[Any]]
+    format: Callable[[Any], str] | None = None
+    summarise: Callable[[Any], str] | None = None
+    estimate_tokens: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceResult:
+    """The outcome of one load. ``tokens`` is what it takes in the section (0 if failed or
+    dropped); ``truncated`` says it was shown short, cut, or dropped to fit."""
+
+    name: str
+    ok: bool
+    params: Mapping[str, Any] = field(default_factory=dict)
+    tokens: int = 0
+    truncated: bool = False
+    text: str = ""
+    error: str | None = None
+    elapsed_ms: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadedSources:
+    """Every load's result, in request order, and the fitted context section."""
+
+    results: tuple[SourceResult, ...]
+    fill: SectionFill
+
+
+class UnknownSourceError(LookupError):
+    """A load names a source nobody registered."""
+
+
+class SourceRegistry:
+    """The sources the planner may choose from, by name."""
+
+    def __init__(self, sources: Sequence[Source] = ()) -> None:
+        self._sources: dict[str, Source] = {}
+        for source in sources:
+            self.register(source)
+
+    def register(self, source: Source) -> None:
+        if source.name in self._sources:
+            raise ValueError(f"A source named {source.name!r} is already registered")
+        self._sources[source.name] = source
+
+    def get(self, name: str) -> Source:
+        try:
+            return self._sources[name]
+        except KeyError:
+            raise UnknownSourceError(
+                f"No context source {name!r}; registered: {self.names()}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return list(self._sources)
+
+    def describe(self) -> str:
+        """One line per source for the planner prompt: name, typical size, description."""
+        return "\n".join(
+            f"- {s.name} (~{s.estimate_tokens:,} tokens): {s.description}"
+            for s in self._sources.values()
+        )
+
+
+def _format(source: Source, data: Any) -> str:
+    if source.format is not None:
+        return source.format(data)
+    if isinstance(data, str):
+        return data
+    return json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _wrap(source: Source, body: str, *, short: bool) -> str:
+    attrs = f" name={quoteattr(source.name)}"
+    if short:
+        attrs += ' abbreviated="true"'
+        if source.detail:
+            attrs += f" detail={quoteattr(source.detail)}"
+    return f"<source{attrs}>\n{body}\n</source>"
+
+
+async def _fetch_one(
+    registry: SourceRegistry, load: SourceLoad, scope: SourceScope, timeout_s: float
+) -> tuple[SourceResult, Item | None]:
+    started = time.monotonic()
+
+    def failed(error: str) -> tuple[SourceResult, None]:
+        elapsed = int((time.monotonic() - started) * 1000)
+        log.warning("context.source_failed", source=load.name, error=error, elapsed_ms=elapsed)
+        result = SourceResult(
+            name=load.name, ok=False, params=load.params, error=error, elapsed_ms=elapsed
+        )
+        return result, None
+
+    try:
+        source = registry.get(load.name)
+    except UnknownSourceError as exc:
+        return failed(str(exc))
+    try:
+        async with asyncio.timeout(timeout_s):
+            data = await source.fetch(scope.request(load.params))
+        full = _wrap(source, _format(source, data), short=False)
+        short = None
+        if source.summarise is not None:
+            short = _wrap(source, source.summarise(data), short=True)
+    except TimeoutError:
+        return failed(f"timed out after {timeout_s:g} s")
+    except Exception as exc:  # a broken source is recorded and skipped, never fatal
+        return failed(f"{type(exc).__name__}: {exc}")
+    elapsed = int((time.monotonic() - started) * 1000)
+    result = SourceResult(name=load.name, ok=True, params=load.params, elapsed_ms=elapsed)
+    return result, Item(full=full, short=short, key=load.name)
+
+
+async def load_sources(
+    registry: SourceRegistry,
+    loads: Sequence[SourceLoad],
+    *,
+    scope: SourceScope,
+    counter: TokenCounter,
+    budget_tokens: int,
+    timeout_s: float = 5.0,
+    section: str = "context",
+) -> LoadedSources:
+    """Fetch ``loads`` in parallel and fit them, in order of importance, into the section.
+
+    Each fetch has ``timeout_s``; failures come back as ``ok=False`` results. Over
+    budget, sources with a ``summarise`` are shown summarised first (with their
+    ``detail`` hint), then the least important (last) are dropped or cut.
+    """
+    outcomes = await asyncio.gather(
+        *(_fetch_one(registry, load, scope, timeout_s) for load in loads)
+    )
+    items = [item for _, item in outcomes if item is not None]
+    for item in items:  # warm the counter's cache off the loop for large texts
+        await counter.acount(item.full)
+    fill = await afit_section(
+        section,
+        budget_tokens,
+        items,
+        counter=counter,
+        note="Some sources are abbreviated; their `detail` says how to get the rest.",
+    )
+    placed = dict(zip(fill.kept, zip(fill.items, fill.forms, strict=True), strict=True))
+    results: list[SourceResult] = []
+    position = 0
+    for result, fetched in outcomes:
+        if fetched is None:
+            results.append(result)
+            continue
+        text, form = placed.get(position, ("", "dropped"))
+        position += 1
+        results.append(
+            SourceResult(
+                name=result.name,
+                ok=True,
+                params=result.params,
+                tokens=counter.count(text) if text else 0,
+                truncated=form != "full",
+                text=text,
+                elapsed_ms=result.elapsed_ms,
+            )
+        )
+    return LoadedSources(results=tuple(results), fill=fill)
