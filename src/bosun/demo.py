@@ -62,4 +62,3 @@ def demo_sources(store: Store) -> SourceRegistry:
             ),
         ]
     )
-
