@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from litestar import Litestar
 from pydantic import SecretStr
 
 from bosun import __version__
-from bosun.settings import Settings
+from bosun.demo import demo_sources
+from bosun.settings import ROLE_NAMES, Role, Settings
+from context import Budgets, SourceRegistry
+from planner import PlanLimits
 from providers import Model, ProviderConfig, model_from_spec
 from store import Store
-from stream import StreamConfig, TokenConfig, TurnModels, create_app
+from stream import StreamConfig, TokenConfig, TurnKit, TurnModels, create_app
+from tools.demo import demo_registry, seed_demo
 
 
 def provider_config(settings: Settings) -> ProviderConfig:
@@ -33,19 +39,46 @@ def provider_config(settings: Settings) -> ProviderConfig:
 def build_models(settings: Settings) -> TurnModels:
     """Build every configured model once; a bad spec fails here, at start-up.
 
-    ``build`` makes further instances with an org's own key (bring your own key).
+    Roles naming the same spec share one instance (so one scripted file serves the
+    planner's and the answer's calls in order). ``build`` makes further instances with
+    an org's own key (bring your own key).
     """
-    executor_spec = settings.models.for_role("executor")
     config = provider_config(settings)
+    specs = {role: settings.models.for_role(role) for role in ROLE_NAMES}
     built: dict[str, Model] = {}
-    for spec in {executor_spec, *settings.models.allowed} - {None}:
-        assert spec is not None
-        built[spec] = model_from_spec(spec, config)
+    for spec in [*specs.values(), *settings.models.allowed]:
+        if spec is not None and spec not in built:
+            built[spec] = model_from_spec(spec, config)
+
+    def model(role: Role) -> Model | None:
+        spec = specs[role]
+        return built[spec] if spec else None
+
     return TurnModels(
-        executor=built[executor_spec] if executor_spec else None,
-        executor_spec=executor_spec,
+        executor=model("executor"),
+        merger=model("merger"),
+        planner=model("planner"),
+        summariser=model("summariser"),
+        specs={role: spec for role, spec in specs.items() if spec},
         selectable={spec: built[spec] for spec in settings.models.allowed},
         build=lambda spec, api_key: model_from_spec(spec, config, api_key=api_key),
+    )
+
+
+def build_kit(settings: Settings, store: Store) -> TurnKit:
+    """The catalogue (the demo toolset and its sources, when enabled), budgets and limits."""
+    planner = settings.planner
+    return TurnKit(
+        tools=demo_registry() if settings.demo else None,
+        sources=demo_sources(store) if settings.demo else SourceRegistry(),
+        budgets=Budgets.from_mapping(settings.budgets),
+        plan_limits=PlanLimits(
+            max_steps=planner.max_steps,
+            max_tool_calls_per_step=planner.max_tool_calls_per_step,
+            max_executors=planner.max_executors,
+        ),
+        planner_timeout_s=planner.timeout_s,
+        source_timeout_s=settings.limits.source_timeout_s,
     )
 
 
@@ -61,12 +94,26 @@ def stream_config(settings: Settings) -> StreamConfig:
     )
 
 
-def build_app(settings: Settings, *, models: TurnModels | None = None) -> Litestar:
-    """The whole service for ``settings``; ``models`` overrides the configured ones (tests)."""
+def build_app(
+    settings: Settings, *, models: TurnModels | None = None, seed_orgs: Sequence[str] = ()
+) -> Litestar:
+    """The whole service for ``settings``; ``models`` overrides the configured ones (tests).
+
+    ``seed_orgs`` get the demo data at start-up (when the demo is enabled and they have
+    none yet).
+    """
     secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
+    store = Store(settings.database_url, secrets_key=secrets_key)
+
+    async def seed() -> None:
+        for org in seed_orgs if settings.demo else ():
+            await seed_demo(store, org)
+
     return create_app(
-        store=Store(settings.database_url, secrets_key=secrets_key),
+        store=store,
         models=models if models is not None else build_models(settings),
         config=stream_config(settings),
+        kit=build_kit(settings, store),
         version=__version__,
+        startup=[seed],
     )

@@ -83,7 +83,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         print(UNSAFE_SECRET_HELP, file=sys.stderr)
         return 2
     try:
-        app = build_app(settings)
+        app = build_app(settings, seed_orgs=[DEV_ORG] if args.dev else [])
     except (ModelSpecError, SecretsKeyError) as exc:
         print(f"bosun serve: {exc}", file=sys.stderr)
         return 2

@@ -18,9 +18,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from context import Budgets
+
 DEV_JWT_SECRET = "bosun-dev-secret-do-not-use-in-production"  # noqa: S105 (a known, refused value)
 MIN_SECRET_BYTES = 32
 Role = Literal["planner", "executor", "merger", "summariser"]
+ROLE_NAMES: tuple[Role, ...] = ("planner", "executor", "merger", "summariser")
 
 
 class ModelSettings(BaseModel):
@@ -54,11 +57,19 @@ class ProviderSettings(BaseModel):
     cache_ttl: Literal["5m", "1h"] = "5m"
 
 
+class PlannerSettings(BaseModel):
+    max_steps: int = Field(default=5, ge=1, le=20)
+    max_tool_calls_per_step: int = Field(default=10, ge=1, le=50)
+    max_executors: int = Field(default=3, ge=1, le=20)
+    timeout_s: float = Field(default=30.0, gt=0)
+
+
 class LimitSettings(BaseModel):
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
     keepalive_s: float = Field(default=15.0, gt=0)
     turn_timeout_s: float = Field(default=300.0, gt=0)
+    source_timeout_s: float = Field(default=5.0, gt=0)
     sessions_page_size: int = Field(default=50, gt=0, le=500)
 
 
@@ -76,9 +87,21 @@ class Settings(BaseSettings):
     token_ttl_s: int = Field(default=24 * 3600, gt=0)
     models: ModelSettings = Field(default_factory=ModelSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
+    planner: PlannerSettings = Field(default_factory=PlannerSettings)
+    budgets: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Per-role token budget overrides, e.g. {planner = {conversation = 3000}}.",
+    )
+    demo: bool = Field(default=True, description="Offer the demo toolset and its sources.")
     limits: LimitSettings = Field(default_factory=LimitSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("budgets")
+    @classmethod
+    def _known_budgets(cls, value: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        Budgets.from_mapping(value)  # unknown roles or sections fail here, at start-up
+        return value
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod

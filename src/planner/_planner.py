@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from context import PLANNER_BUDGET, BudgetReport, RoleBudget, TokenCounter, fit_history, fit_text
 from planner._plan import PLAN_SCHEMA, Plan, PlannedStep
 from planner._prompt import instructions, render_catalogue, render_repair, render_request
 from planner._validate import PlanLimits, clamp_plan, validate_plan
@@ -54,6 +55,7 @@ class PlanOutcome:
     cost_usd_micros: int = 0
     model: str = ""
     duration_ms: int = 0
+    budget: BudgetReport | None = None  # how the planner's prompt fitted its budget
 
     @property
     def repaired(self) -> bool:
@@ -69,19 +71,29 @@ async def make_plan(
     loaded: Sequence[str] = (),
     limits: PlanLimits = PlanLimits(),  # noqa: B008 (frozen)
     timeout_s: float = 30.0,
+    budget: RoleBudget = PLANNER_BUDGET,
+    counter: TokenCounter | None = None,
 ) -> PlanOutcome:
-    """Plan ``message``; never raises for a bad plan or a provider failure."""
+    """Plan ``message``; never raises for a bad plan or a provider failure.
+
+    The prompt is fitted into ``budget``: instructions and catalogue into ``system``, the
+    conversation into ``conversation``, what the session already loaded into ``context``.
+    """
     started = time.monotonic()
-    system = (
-        SystemBlock(
-            text=instructions(
-                max_steps=limits.max_steps, max_tool_calls=limits.max_tool_calls_per_step
-            ),
-            cache=True,
-        ),
-        SystemBlock(text=render_catalogue(catalogue.tools, catalogue.sources), cache=True),
+    counter = counter or TokenCounter(model.name)
+    rules = instructions(max_steps=limits.max_steps, max_tool_calls=limits.max_tool_calls_per_step)
+    static = fit_text(
+        "system",
+        budget.tokens("system"),
+        f"{rules}\n\n{render_catalogue(catalogue.tools, catalogue.sources)}",
+        counter=counter,
     )
-    calls = _Calls(model, system, history, timeout_s)
+    conversation = fit_history(history, budget.tokens("conversation"), counter=counter)
+    known = fit_text("context", budget.tokens("context"), "; ".join(loaded), counter=counter)
+    system = (SystemBlock(text=static.text, cache=True),)
+    calls = _Calls(model, system, conversation.messages, timeout_s)
+    calls.report = BudgetReport.build(budget, [static, conversation.fill, known])
+    loaded = [known.text] if known.text else []
     first_problems: tuple[str, ...] = ()
     problems: list[str] = []
     replies: list[str] = []
@@ -147,6 +159,7 @@ class _Calls:
         self._history = tuple(history)
         self._timeout_s = timeout_s
         self.count = 0
+        self.report: BudgetReport | None = None
         self.usage = TokenUsage()
         self.cost = 0
         self.model_name = model.name
@@ -195,4 +208,5 @@ class _Calls:
             cost_usd_micros=self.cost,
             model=self.model_name,
             duration_ms=int((time.monotonic() - started) * 1000),
+            budget=self.report,
         )

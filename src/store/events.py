@@ -61,6 +61,7 @@ class ContextLoaded:
     tokens: int
     truncated: bool
     params: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None  # what the model sees of it; later turns reuse it
     error: str | None = None
     type: Literal["context_loaded"] = "context_loaded"
 
@@ -76,7 +77,8 @@ class HistorySummarised:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ContextBudget:
-    """How one model call's context was fitted into its role budget (operators only)."""
+    """How one model call's context was fitted into its role budget (for budget reports;
+    chat clients may ignore it)."""
 
     role: str
     report: dict[str, Any]
@@ -222,8 +224,6 @@ Event = Annotated[
 ]
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-# Logged for reports and replays but not streamed to chat clients (API.md allows this).
-OPERATOR_ONLY = frozenset({"context_budget"})
 
 
 def event_data(event: Event) -> dict[str, Any]:

@@ -7,6 +7,8 @@ start it as a task and only tail the log it writes.
 from stream._api import Services, StreamConfig
 from stream._app import create_app
 from stream._auth import ROLES_HELP, Principal, Role, TokenConfig, decode_token, mint_token
+from stream._models import ModelResolver, TurnRoleModels
+from stream._phases import TurnKit
 from stream._runner import TurnHandle, TurnRunner
 from stream._sse import encode_frame, tail
 from stream._turn import AGENT_DISABLED, Turn, TurnModels, run_turn
@@ -14,6 +16,7 @@ from stream._turn import AGENT_DISABLED, Turn, TurnModels, run_turn
 __all__ = [
     "AGENT_DISABLED",
     "ROLES_HELP",
+    "ModelResolver",
     "Principal",
     "Role",
     "Services",
@@ -21,7 +24,9 @@ __all__ = [
     "TokenConfig",
     "Turn",
     "TurnHandle",
+    "TurnKit",
     "TurnModels",
+    "TurnRoleModels",
     "TurnRunner",
     "create_app",
     "decode_token",

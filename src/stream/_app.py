@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
+
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -15,6 +17,7 @@ from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._errors import EXCEPTION_HANDLERS
 from stream._models import ModelResolver
+from stream._phases import TurnKit
 from stream._runner import TurnRunner
 from stream._turn import TurnModels
 
@@ -33,15 +36,23 @@ ROUTES = [
 
 
 def create_app(
-    *, store: Store, models: TurnModels, config: StreamConfig, version: str = "0"
+    *,
+    store: Store,
+    models: TurnModels,
+    config: StreamConfig,
+    kit: TurnKit | None = None,
+    version: str = "0",
+    startup: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> Litestar:
     """Build the app over an open store; closing the app closes the store."""
-    runner = TurnRunner(store, turn_timeout_s=config.turn_timeout_s)
+    runner = TurnRunner(store, turn_timeout_s=config.turn_timeout_s, kit=kit)
     resolver = ModelResolver(models, store.org_keys)
     services = Services(store=store, runner=runner, models=resolver, config=config)
 
     async def on_startup() -> None:
         await runner.recover_interrupted()
+        for hook in startup:
+            await hook()
 
     async def on_shutdown() -> None:
         await runner.shutdown(config.shutdown_grace_s)

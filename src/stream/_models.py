@@ -1,13 +1,14 @@
-"""Which model a turn uses: the requested spec or the executor's, with the org's own key.
+"""Which models a turn uses: per role, with the org's own provider key when it has one.
 
-An org that stored a key for the model's provider is billed on its own account: the turn
-gets an instance built with that key (cached per spec and key), not the server's.
+An org that stored a key for a model's provider is billed on its own account: the turn
+gets instances built with that key (cached per spec and key), not the server's.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from providers import Model, provider_of
 from store import OrgKeys
@@ -16,6 +17,13 @@ from stream._turn import TurnModels
 
 class ModelNotAllowedError(LookupError):
     """A request named a model spec this server does not offer."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRoleModels:
+    answer: Model | None
+    planner: Model | None
+    summariser: Model | None
 
 
 class ModelResolver:
@@ -29,16 +37,37 @@ class ModelResolver:
     def allowed(self) -> list[str]:
         return sorted(self._models.selectable)
 
-    async def resolve(self, *, org_id: str, requested: str | None) -> Model | None:
+    async def resolve(self, *, org_id: str, requested: str | None) -> TurnRoleModels:
+        """The turn's models; ``requested`` (a spec the server allows) replaces the answer's."""
+        models = self._models
         if requested is None:
-            spec, model = self._models.executor_spec, self._models.executor
-        elif requested in self._models.selectable:
-            spec, model = requested, self._models.selectable[requested]
+            answer = (models.specs.get("merger") or models.specs.get("executor"), models.answerer)
+        elif requested in models.selectable:
+            answer = (requested, models.selectable[requested])
         else:
             raise ModelNotAllowedError(requested)
-        if spec is None or self._models.build is None or not self._org_keys.enabled:
+        keys: dict[str, str | None] = {}
+        resolved = [
+            await self._for_org(org_id, spec, model, keys)
+            for spec, model in (
+                answer,
+                (models.specs.get("planner"), models.planner),
+                (models.specs.get("summariser"), models.summariser),
+            )
+        ]
+        return TurnRoleModels(*resolved)
+
+    async def _for_org(
+        self, org_id: str, spec: str | None, model: Model | None, keys: dict[str, str | None]
+    ) -> Model | None:
+        if spec is None or model is None or self._models.build is None:
             return model
-        key = await self._org_keys.get(org_id=org_id, provider=provider_of(spec))
+        if not self._org_keys.enabled:
+            return model
+        provider = provider_of(spec)
+        if provider not in keys:
+            keys[provider] = await self._org_keys.get(org_id=org_id, provider=provider)
+        key = keys[provider]
         return model if key is None else self._with_key(spec, key)
 
     def _with_key(self, spec: str, api_key: str) -> Model:

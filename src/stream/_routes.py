@@ -12,7 +12,6 @@ from litestar.params import FromPath, FromQuery, HeaderParameter, JSONBody, Quer
 from litestar.response import Stream
 
 from context import conversation
-from providers import Model
 from store import SessionRecord, StoredEvent
 from stream._api import (
     ChatRequest,
@@ -29,7 +28,7 @@ from stream._api import (
 )
 from stream._auth import Principal
 from stream._errors import ApiError, trace_id_of
-from stream._models import ModelNotAllowedError
+from stream._models import ModelNotAllowedError, TurnRoleModels
 from stream._runner import TurnHandle
 from stream._sse import SSE_HEADERS, tail
 
@@ -51,7 +50,7 @@ async def _session_for(services: Services, principal: Principal, session_id: str
     return record
 
 
-async def _pick_model(services: Services, org_id: str, spec: str | None) -> Model | None:
+async def _pick_models(services: Services, org_id: str, spec: str | None) -> TurnRoleModels:
     try:
         return await services.models.resolve(org_id=org_id, requested=spec)
     except ModelNotAllowedError:
@@ -69,7 +68,7 @@ async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequ
             "invalid_request",
             f"message is {len(body.message)} characters; the limit is {limit}",
         )
-    model = await _pick_model(services, principal.org_id, body.model)
+    models = await _pick_models(services, principal.org_id, body.model)
     if body.session_id is not None:
         session_id = (await _session_for(services, principal, body.session_id)).id
     else:
@@ -84,8 +83,9 @@ async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequ
         session_id=session_id,
         org_id=principal.org_id,
         user_id=principal.user_id,
+        role=principal.role,
         text=body.message,
-        model=model,
+        models=models,
         trace_id=trace_id_of(request),
     )
 

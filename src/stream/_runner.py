@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 import structlog
 
-from providers import Model
 from store import Store
 from store.events import Done, Error, SessionStarted, TurnStatus, UserMessage
+from stream._auth import Role
+from stream._models import TurnRoleModels
+from stream._phases import TurnKit
 from stream._turn import Turn, run_turn
 
 _log = structlog.get_logger("bosun.turns")
@@ -26,9 +28,10 @@ class TurnHandle:
 class TurnRunner:
     """Owns the running turn tasks of this process."""
 
-    def __init__(self, store: Store, *, turn_timeout_s: float) -> None:
+    def __init__(self, store: Store, *, turn_timeout_s: float, kit: TurnKit | None = None) -> None:
         self._store = store
         self._turn_timeout_s = turn_timeout_s
+        self._kit = kit or TurnKit()
         self._tasks: dict[str, asyncio.Task[TurnStatus]] = {}
 
     async def start(
@@ -37,8 +40,9 @@ class TurnRunner:
         session_id: str,
         org_id: str,
         user_id: str,
+        role: Role = "member",
         text: str,
-        model: Model | None,
+        models: TurnRoleModels,
         trace_id: str,
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background."""
@@ -48,9 +52,12 @@ class TurnRunner:
             trace_id=trace_id,
             org_id=org_id,
             user_id=user_id,
+            role=role,
             message_id=f"msg_{uuid.uuid4().hex}",
             text=text,
-            model=model,
+            model=models.answer,
+            planner=models.planner,
+            summariser=models.summariser,
             timeout_s=self._turn_timeout_s,
         )
         await self._store.log.open_turn(
@@ -62,7 +69,9 @@ class TurnRunner:
             turn_id=turn.turn_id,
             trace_id=trace_id,
         )
-        task = asyncio.create_task(run_turn(self._store, turn), name=f"turn-{turn.turn_id}")
+        task = asyncio.create_task(
+            run_turn(self._store, turn, self._kit), name=f"turn-{turn.turn_id}"
+        )
         self._tasks[turn.turn_id] = task
         task.add_done_callback(lambda _: self._tasks.pop(turn.turn_id, None))
         return TurnHandle(session_id=session_id, turn_id=turn.turn_id, trace_id=trace_id)

@@ -12,7 +12,6 @@ import json
 from collections.abc import AsyncIterator
 
 from store import Store, StoredEvent
-from store.events import OPERATOR_ONLY
 
 KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -45,9 +44,7 @@ async def tail(
             if events:
                 # One chunk per read: the transport and the client pay per chunk, not per frame.
                 ends = turn_id is not None and events[-1].type == "done"
-                frames = [encode_frame(e) for e in events if e.type not in OPERATOR_ONLY]
-                if frames:
-                    yield b"".join(frames)
+                yield b"".join(encode_frame(e) for e in events)
                 cursor = events[-1].seq
                 if ends:
                     return
@@ -55,8 +52,7 @@ async def tail(
             if turn_id is None and not await store.sessions.running_turns(session_id):
                 # A turn's done and its closing commit together: one more read is complete.
                 for event in await store.log.read(session_id, after=cursor):
-                    if event.type not in OPERATOR_ONLY:
-                        yield encode_frame(event)
+                    yield encode_frame(event)
                 return
             try:
                 await asyncio.wait_for(wake.wait(), timeout=keepalive_s)

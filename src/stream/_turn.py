@@ -9,28 +9,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from contextlib import aclosing
 from dataclasses import dataclass, field
 
 import structlog
 
-from context import conversation
-from providers import (
-    Completion,
-    Message,
-    Model,
-    ModelError,
-    ModelRequest,
-    SystemBlock,
-    TextChunk,
-    TokenUsage,
-    ToolCall,
-    cost_usd_micros,
-)
+from context import SourceScope, history
+from providers import Model, ModelError, TokenUsage, cost_usd_micros
 from store import EventLog, Store, UsageRecord
-from store.events import Done, Error, Event, MessageDone, TextDelta, TurnStatus, Usage
+from store.events import (
+    ContextBudget,
+    ContextLoaded,
+    Done,
+    Error,
+    Event,
+    MessageDone,
+    TextDelta,
+    TurnStatus,
+    Usage,
+)
+from stream._answer import answer
+from stream._auth import Role
+from stream._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
 
-SYSTEM_PROMPT = "You are Bosun, a helpful assistant. Answer clearly and concisely."
 AGENT_DISABLED = (
     "No model is configured, so the agent is disabled. Start the server with "
     "`bosun serve --model PROVIDER:MODEL` (for example scripted:replies.yaml) or set "
@@ -41,16 +41,25 @@ _log = structlog.get_logger("bosun.turn")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnModels:
-    """The models a turn may use: the executor's, and those a request may pick by spec.
+    """The models turns may use, by role, and those a request may pick by spec.
 
-    ``build(spec, api_key)`` makes an instance that uses an org's own provider key; without
-    it, org keys are not used.
+    ``merger`` writes answers (falling back to ``executor``); ``planner`` triages and
+    plans (no planner: every turn is answered directly); ``summariser`` compresses long
+    histories and titles sessions. ``build(spec, api_key)`` makes an instance with an
+    org's own provider key; ``specs`` names each role's spec for that lookup.
     """
 
     executor: Model | None = None
-    executor_spec: str | None = None
+    merger: Model | None = None
+    planner: Model | None = None
+    summariser: Model | None = None
+    specs: Mapping[str, str] = field(default_factory=dict)
     selectable: Mapping[str, Model] = field(default_factory=dict)
     build: Callable[[str, str], Model] | None = None
+
+    @property
+    def answerer(self) -> Model | None:
+        return self.merger or self.executor
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,9 +69,12 @@ class Turn:
     trace_id: str
     org_id: str
     user_id: str
+    role: Role
     message_id: str
     text: str
-    model: Model | None
+    model: Model | None  # writes the answer
+    planner: Model | None = None
+    summariser: Model | None = None
     timeout_s: float = 300.0
 
 
@@ -100,7 +112,7 @@ class BatchingAppender:
         await self._log.append(self._session_id, batch, turn_id=self._turn_id, finish=status)
 
 
-async def run_turn(store: Store, turn: Turn) -> TurnStatus:
+async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> TurnStatus:
     """Run ``turn`` to its end and return its final status; never raises but on cancel."""
     log = _log.bind(trace_id=turn.trace_id, session_id=turn.session_id, turn_id=turn.turn_id)
     out = BatchingAppender(store.log, turn.session_id, turn.turn_id)
@@ -111,15 +123,15 @@ async def run_turn(store: Store, turn: Turn) -> TurnStatus:
             closing, status = [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed"
         else:
             async with asyncio.timeout(turn.timeout_s):
-                closing = await _answer(store, turn, turn.model, out)
+                closing = await _run(store, kit or TurnKit(), turn, turn.model, out)
             status = "completed"
+    except TimeoutError:
+        message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
+        closing, status = [_error(turn, "provider_timeout", message)], "failed"
     except ModelError as exc:
         log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
         suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""
         closing, status = [_error(turn, exc.code, exc.message + suffix)], "failed"
-    except TimeoutError:
-        message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
-        closing, status = [_error(turn, "provider_timeout", message)], "failed"
     except asyncio.CancelledError:
         closing = [_error(turn, "cancelled", "The turn was cancelled")]
         await asyncio.shield(_close(out, turn, closing, "cancelled"))
@@ -143,34 +155,62 @@ def _error(turn: Turn, code: str, message: str) -> Error:
     return Error(code=code, message=message, trace_id=turn.trace_id)
 
 
-async def _answer(store: Store, turn: Turn, model: Model, out: BatchingAppender) -> list[Event]:
-    """Stream one model reply into the log; return the events that close the turn."""
-    history = conversation(await store.log.read(turn.session_id), exclude_turn=turn.turn_id)
-    request = ModelRequest(
-        messages=(*history, Message.user(turn.text)),
-        system=(SystemBlock(text=SYSTEM_PROMPT, cache=True),),
+async def _run(
+    store: Store, kit: TurnKit, turn: Turn, model: Model, out: BatchingAppender
+) -> list[Event]:
+    """Plan, load sources, answer; return the events that close the turn."""
+    log = await store.log.read(turn.session_id)
+    view = history(log, exclude_turn=turn.turn_id)
+    spent: dict[str, tuple[TokenUsage, int]] = {}
+    loaded: list[ContextLoaded] = []
+    if turn.planner is not None:
+        outcome = await plan_turn(kit, turn.planner, turn.text, role=turn.role, view=view, log=log)
+        for event in plan_events(outcome):
+            out.add(event)
+        await _spend(store, turn, spent, "planner", outcome.model, outcome.usage)
+        scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
+        loaded = await load_picked_sources(
+            kit, outcome, scope=scope, log=log, counter=kit.counter(model)
+        )
+        for event in loaded:
+            out.add(event)
+    reply = await answer(
+        model,
+        turn.text,
+        view=view,
+        knowledge=knowledge(log, loaded),
+        budget=kit.budgets.merger,
+        counter=kit.counter(model),
+        on_text=lambda text: out.add(TextDelta(delta=text)),
     )
-    completion: Completion | None = None
-    async with aclosing(model.stream(request)) as stream:
-        async for item in stream:
-            if isinstance(item, TextChunk):
-                if item.text:
-                    out.add(TextDelta(delta=item.text))
-            elif isinstance(item, ToolCall):
-                continue  # tools arrive with the executors; this turn offers none
-            else:
-                completion = item
-    assert completion is not None, f"model {model.name!r} ended its stream without a Completion"
-    usage = completion.usage
-    cost = cost_usd_micros(completion.model, usage)
+    out.add(ContextBudget(role="merger", report=reply.report.to_dict()))
+    await _spend(store, turn, spent, "merger", reply.completion.model, reply.completion.usage)
+    return [
+        MessageDone(message_id=turn.message_id, stop_reason=reply.completion.stop_reason),
+        _usage_event(spent),
+    ]
+
+
+async def _spend(
+    store: Store,
+    turn: Turn,
+    spent: dict[str, tuple[TokenUsage, int]],
+    role: str,
+    model: str,
+    usage: TokenUsage,
+) -> None:
+    """Record one role's usage and its cost (the provider's figures are the truth)."""
+    cost = cost_usd_micros(model, usage)
+    before, before_cost = spent.get(role, (TokenUsage(), 0))
+    spent[role] = (before + usage, before_cost + cost)
     await store.sessions.record_usage(
         UsageRecord(
             session_id=turn.session_id,
             turn_id=turn.turn_id,
             org_id=turn.org_id,
             user_id=turn.user_id,
-            role="executor",
-            model=completion.model,
+            role=role,
+            model=model,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens,
@@ -178,10 +218,6 @@ async def _answer(store: Store, turn: Turn, model: Model, out: BatchingAppender)
             cost_usd_micros=cost,
         )
     )
-    return [
-        MessageDone(message_id=turn.message_id, stop_reason=completion.stop_reason),
-        _usage_event({"executor": (usage, cost)}),
-    ]
 
 
 def _usage_event(by_role: Mapping[str, tuple[TokenUsage, int]]) -> Usage:

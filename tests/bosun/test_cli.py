@@ -17,7 +17,7 @@ import pytest
 from httpx_sse import connect_sse
 
 from conftest import free_port
-from providers import TokenUsage
+from providers import TokenUsage, ToolCall
 from providers.fake import FakeProvider, FakeServer, anthropic_reply
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
@@ -145,12 +145,17 @@ def test_serve_dev_streams_a_turn_that_equals_the_log(
 
 def test_serve_with_anthropic_against_the_local_fake(env: dict[str, str], tmp_path: Path) -> None:
     """The real adapter and SDK, end to end, with ANTHROPIC_BASE_URL at a local fake."""
+    plan = {"strategy": "simple", "reasoning": "A greeting."}
     provider = FakeProvider().enqueue(
+        anthropic_reply(  # the planner's structured output arrives as a forced tool call
+            tool_calls=(ToolCall(id="toolu_plan", name="plan", input=plan),),
+            usage=TokenUsage(input_tokens=600, output_tokens=40),
+        ),
         anthropic_reply(
             text="Ahoy from the fake Anthropic API.",
             usage=TokenUsage(input_tokens=1_000, output_tokens=500, cache_read_tokens=10_000),
             text_chunk_size=6,
-        )
+        ),
     )
     port = free_port()
     with FakeServer(provider) as fake:
@@ -190,19 +195,25 @@ def test_serve_with_anthropic_against_the_local_fake(env: dict[str, str], tmp_pa
             process.terminate()
             output, _ = process.communicate(timeout=30)
 
-    kinds = [kind for kind, _ in frames]
-    assert kinds[0] == "session_started" and kinds[-3:] == ["message_done", "usage", "done"]
+    kinds = [kind for kind, _ in frames if kind != "context_budget"]
+    assert kinds[:3] == ["session_started", "user_message", "plan_created"]
+    assert kinds[-3:] == ["message_done", "usage", "done"]
+    assert frames[2][1]["strategy"] == "simple" and "fallback" not in frames[2][1]
     text = "".join(data["delta"] for kind, data in frames if kind == "text_delta")
     assert text == "Ahoy from the fake Anthropic API."
     usage = frames[-2][1]
-    # Haiku 4.5: 1,000 x $1 + 500 x $5 + 10,000 x $0.10 per million tokens
-    assert (usage["input_tokens"], usage["cache_read_tokens"]) == (1_000, 10_000)
-    assert usage["cost_usd_micros"] == 1_000 + 2_500 + 1_000
+    # Haiku 4.5 per million tokens: planner 600 x $1 + 40 x $5 = 800 micro-dollars;
+    # answer 1,000 x $1 + 500 x $5 + 10,000 x $0.10 = 4,500 micro-dollars
+    assert usage["by_role"]["planner"]["cost_usd_micros"] == 800
+    assert usage["by_role"]["merger"]["cost_usd_micros"] == 4_500
+    assert (usage["input_tokens"], usage["cache_read_tokens"]) == (1_600, 10_000)
+    assert usage["cost_usd_micros"] == 5_300
     assert frames[-1][1]["status"] == "completed"
-    [request] = provider.requests
-    assert request.path == "/v1/messages"
-    assert request.json["model"] == "claude-haiku-4-5"
-    assert request.json["messages"][-1]["content"][-1]["text"] == "hello"
+    planned, answered = provider.requests
+    assert planned.json["tool_choice"] == {"type": "tool", "name": "plan"}
+    assert answered.path == "/v1/messages"
+    assert answered.json["model"] == "claude-haiku-4-5"
+    assert answered.json["messages"][-1]["content"][-1]["text"] == "hello"
     assert "sk-ant-fake-key-1234" not in output
 
 

@@ -66,9 +66,14 @@ async def test_each_strategy_is_accepted_as_planned() -> None:
 
     request = model.calls[0]
     assert request.response_schema is not None and request.response_schema.name == "plan"
-    assert [b.cache for b in request.system] == [True, True]
-    assert "members.search: find members" in request.system[1].text
-    assert "schedule: upcoming class sessions" in request.system[1].text
+    [system] = request.system
+    assert system.cache
+    assert "members.search: find members" in system.text
+    assert "schedule: upcoming class sessions" in system.text
+    report = simple.budget
+    assert report is not None and report.role == "planner"
+    used = {s.name: s.used for s in report.sections}
+    assert 0 < used["system"] <= 800 and used["conversation"] == 0 and report.cuts == ()
     assert request.messages[-1].text.endswith("hi!")
 
 
@@ -145,3 +150,23 @@ def test_validation_names_every_problem() -> None:
     ]
     assert find_cycle({"a": ["b"], "b": ["c"], "c": []}) is None
     assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
+
+
+async def test_a_long_history_is_fitted_into_the_planner_budget() -> None:
+    from providers import Message
+
+    history = [
+        Message.user(f"message {i}: " + "lorem ipsum dolor sit amet " * 20)
+        if i % 2 == 0
+        else Message.assistant(f"reply {i}: " + "consectetur adipiscing elit " * 20)
+        for i in range(200)
+    ]
+    model = ScriptedModel([SIMPLE])
+    outcome = await make_plan(model, "and now?", catalogue=CATALOGUE, history=history)
+    report = outcome.budget
+    assert report is not None
+    conversation = next(s for s in report.sections if s.name == "conversation")
+    assert 0 < conversation.used <= conversation.allocated == 2_500
+    assert {c.action for c in report.cuts if c.section == "conversation"} >= {"dropped"}
+    sent = model.calls[0].messages
+    assert len(sent) < 200 and sent[-1].text.endswith("and now?")

@@ -26,6 +26,7 @@ async def test_happy_path_streams_and_logs_the_same_events(make_server: ServerFa
             "text_delta",
             "text_delta",
             "text_delta",
+            "context_budget",
             "message_done",
             "usage",
             "done",
@@ -35,7 +36,9 @@ async def test_happy_path_streams_and_logs_the_same_events(make_server: ServerFa
         )
         assert frames[1].data["text"] == "Say hello"
         assert frames[-2].data["input_tokens"] == 11
-        assert frames[-2].data["by_role"]["executor"]["output_tokens"] == 5
+        assert frames[-2].data["by_role"]["merger"]["output_tokens"] == 5
+        budget = frames[-4].data
+        assert budget["role"] == "merger" and budget["report"]["total_allocated"] == 4_000
         assert frames[-1].data == {"session_id": session_id, "status": "completed", "type": "done"}
         ids = [f.id for f in frames]
         assert ids == sorted(set(ids))
@@ -174,8 +177,8 @@ async def test_concurrent_turns_get_gap_free_unique_sequence_numbers(
             assert sum(f.event == "text_delta" for f in frames) == 20
             assert [f.id for f in frames] == sorted({f.id for f in frames})
         shared_rows = await server.store.log.read(shared)
-        assert [r.seq for r in shared_rows] == list(range(1, 51 * 25 + 1))
+        assert [r.seq for r in shared_rows] == list(range(1, 51 * 26 + 1))
         assert sum(r.type == "done" for r in shared_rows) == 51
         for frames in results[50:]:
             rows = await server.store.log.read(frames[0].data["session_id"])
-            assert [r.seq for r in rows] == list(range(1, 26))
+            assert [r.seq for r in rows] == list(range(1, 27))

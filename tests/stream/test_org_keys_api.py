@@ -21,7 +21,7 @@ def _models() -> TurnModels:
 
     return TurnModels(
         executor=FunctionModel(server_key),
-        executor_spec="openai:gpt-4.1-mini",
+        specs={"executor": "openai:gpt-4.1-mini"},
         build=with_key,
     )
 

@@ -9,7 +9,7 @@ import uuid
 from providers import AnthropicModel, ProviderConfig
 from providers.fake import FakeProvider, FakeServer, anthropic_reply
 from store import Store
-from stream import TurnRunner
+from stream import TurnRoleModels, TurnRunner
 
 
 async def test_cancelling_a_turn_closes_the_provider_stream(store: Store) -> None:
@@ -28,7 +28,7 @@ async def test_cancelling_a_turn_closes_the_provider_stream(store: Store) -> Non
             org_id="acme",
             user_id="u",
             text="count slowly",
-            model=model,
+            models=TurnRoleModels(answer=model, planner=None, summariser=None),
             trace_id="trace-1",
         )
         for _ in range(200):

@@ -1,0 +1,156 @@
+"""The phases of a turn before its answer: plan, then load the sources the plan picked.
+
+Each phase returns the events it produced; the turn appends them. Both are best-effort:
+planning falls back to a safe plan, and a failing source is recorded and skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from context import (
+    Budgets,
+    History,
+    SourceLoad,
+    SourceRegistry,
+    SourceScope,
+    TokenCounter,
+    load_sources,
+    loads_from_log,
+    loads_needed,
+)
+from planner import Catalogue, PlanLimits, PlanOutcome, make_plan
+from providers import Model
+from store import StoredEvent
+from store.events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
+from tools import ToolRegistry
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnKit:
+    """What every turn shares: the catalogue, the budgets and the limits."""
+
+    tools: ToolRegistry | None = None
+    sources: SourceRegistry = field(default_factory=SourceRegistry)
+    budgets: Budgets = field(default_factory=Budgets)
+    plan_limits: PlanLimits = field(default_factory=PlanLimits)
+    planner_timeout_s: float = 30.0
+    source_timeout_s: float = 5.0
+    summariser_timeout_s: float = 20.0
+    _counters: dict[str, TokenCounter] = field(default_factory=dict)
+
+    def counter(self, model: Model) -> TokenCounter:
+        """One counter per model family and name (loading an encoding costs ~0.2 s)."""
+        counter = self._counters.get(model.name)
+        if counter is None:
+            counter = self._counters[model.name] = TokenCounter(model.name)
+        return counter
+
+    def catalogue(self, role: str) -> Catalogue:
+        tools = self.tools.for_role(role) if self.tools is not None else None  # type: ignore[arg-type]
+        return Catalogue(
+            tools={t.name: t.describe("summary") for t in tools or ()},
+            read_tools=[t.name for t in tools.read_tools()] if tools is not None else [],
+            sources={name: self.sources.get(name).description for name in self.sources.names()},
+        )
+
+
+def plan_events(outcome: PlanOutcome) -> list[Event]:
+    plan = outcome.plan
+    events: list[Event] = [
+        PlanCreated(
+            strategy=plan.strategy,
+            reasoning=plan.reasoning,
+            steps=[
+                PlanStep(
+                    id=s.id,
+                    goal=s.goal,
+                    tools=list(s.tools),
+                    depends_on=list(s.depends_on),
+                    max_tool_calls=s.max_tool_calls,
+                )
+                for s in plan.steps
+            ],
+            sources=[s.name for s in plan.sources],
+            executors=plan.executors,
+            repaired=outcome.repaired,
+            fallback=outcome.fallback,
+        )
+    ]
+    if outcome.budget is not None:
+        events.append(ContextBudget(role="planner", report=outcome.budget.to_dict()))
+    return events
+
+
+async def plan_turn(
+    kit: TurnKit,
+    model: Model,
+    text: str,
+    *,
+    role: str,
+    view: History,
+    log: Sequence[StoredEvent],
+) -> PlanOutcome:
+    loaded = [_describe(load) for load in loads_from_log(log)]
+    return await make_plan(
+        model,
+        text,
+        catalogue=kit.catalogue(role),
+        history=view.messages,
+        loaded=loaded,
+        limits=kit.plan_limits,
+        timeout_s=kit.planner_timeout_s,
+        budget=kit.budgets.planner,
+        counter=kit.counter(model),
+    )
+
+
+async def load_picked_sources(
+    kit: TurnKit,
+    outcome: PlanOutcome,
+    *,
+    scope: SourceScope,
+    log: Sequence[StoredEvent],
+    counter: TokenCounter,
+) -> list[ContextLoaded]:
+    """Fetch what the plan picked and the session does not hold yet (append-only)."""
+    wanted = [SourceLoad(name=s.name, params=s.params) for s in outcome.plan.sources]
+    needed = loads_needed(wanted, loads_from_log(log))
+    if not needed:
+        return []
+    loaded = await load_sources(
+        kit.sources,
+        needed,
+        scope=scope,
+        counter=counter,
+        budget_tokens=kit.budgets.merger.tokens("results"),
+        timeout_s=kit.source_timeout_s,
+    )
+    return [
+        ContextLoaded(
+            source=r.name,
+            tokens=r.tokens,
+            truncated=r.truncated,
+            params=dict(r.params),
+            text=r.text or None,
+            error=r.error,
+        )
+        for r in loaded.results
+    ]
+
+
+def knowledge(log: Sequence[StoredEvent], new: Sequence[ContextLoaded]) -> list[tuple[str, str]]:
+    """The session's loaded context, oldest first: (source name, text)."""
+    earlier = [
+        (str(e.data["source"]), str(e.data["text"]))
+        for e in log
+        if e.type == "context_loaded" and e.data.get("text")
+    ]
+    return earlier + [(c.source, c.text) for c in new if c.text]
+
+
+def _describe(load: SourceLoad) -> str:
+    params: dict[str, Any] = dict(load.params)
+    return f"{load.name} {params}" if params else load.name
