@@ -56,6 +56,10 @@ class SourceLoad:
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
 
+    def describe(self) -> str:
+        """``schedule {'days_ahead': 7}``: how the planner is told what a session holds."""
+        return f"{self.name} {dict(self.params)}" if self.params else self.name
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Source:

@@ -45,7 +45,7 @@ _warned: set[str] = set()
 
 def price_for(model: str) -> Price | None:
     """The price of ``model``, also for dated snapshots (``claude-haiku-4-5-20251001``)."""
-    name = model.rsplit("/", 1)[-1]
+    name = model.rsplit("/", 1)[-1].rpartition(":")[2]  # "anthropic:claude-…" works too
     if name in PRICES:
         return PRICES[name]
     candidates = [known for known in PRICES if name.startswith(f"{known}-")]

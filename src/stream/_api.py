@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from store import Store
 from stream._auth import TokenConfig
 from stream._models import ModelResolver
+from stream._phases import TurnKit
 from stream._runner import TurnRunner
 
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -35,6 +36,7 @@ class Services:
     runner: TurnRunner
     models: ModelResolver
     config: StreamConfig
+    kit: TurnKit
 
 
 class ChatRequest(BaseModel):
@@ -47,6 +49,15 @@ class ChatRequest(BaseModel):
     context: dict[str, Any] | None = Field(default=None, description="Client context (unused yet).")
     model: str | None = Field(
         default=None, description="A model spec among the server's allowed ones."
+    )
+
+
+class PlanRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(min_length=1, description="The message to plan, as a user would send it.")
+    session_id: str | None = Field(
+        default=None, pattern=UUID_PATTERN, description="Plan in this session's context."
     )
 
 

@@ -12,7 +12,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from store import Store
-from stream import _keys, _routes
+from stream import _keys, _plan, _routes
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._errors import EXCEPTION_HANDLERS
@@ -29,6 +29,7 @@ ROUTES = [
     _routes.session_events,
     _routes.session_stream,
     _routes.healthz,
+    _plan.plan_dry_run,
     _keys.list_org_keys,
     _keys.put_org_key,
     _keys.delete_org_key,
@@ -45,9 +46,10 @@ def create_app(
     startup: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> Litestar:
     """Build the app over an open store; closing the app closes the store."""
+    kit = kit or TurnKit()
     runner = TurnRunner(store, turn_timeout_s=config.turn_timeout_s, kit=kit)
     resolver = ModelResolver(models, store.org_keys)
-    services = Services(store=store, runner=runner, models=resolver, config=config)
+    services = Services(store=store, runner=runner, models=resolver, config=config, kit=kit)
 
     async def on_startup() -> None:
         await runner.recover_interrupted()

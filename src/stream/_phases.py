@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from context import (
     Budgets,
@@ -93,7 +92,7 @@ async def plan_turn(
     view: History,
     log: Sequence[StoredEvent],
 ) -> PlanOutcome:
-    loaded = [_describe(load) for load in loads_from_log(log)]
+    loaded = [load.describe() for load in loads_from_log(log)]
     return await make_plan(
         model,
         text,
@@ -149,8 +148,3 @@ def knowledge(log: Sequence[StoredEvent], new: Sequence[ContextLoaded]) -> list[
         if e.type == "context_loaded" and e.data.get("text")
     ]
     return earlier + [(c.source, c.text) for c in new if c.text]
-
-
-def _describe(load: SourceLoad) -> str:
-    params: dict[str, Any] = dict(load.params)
-    return f"{load.name} {params}" if params else load.name

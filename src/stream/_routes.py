@@ -37,7 +37,7 @@ ServicesDep = NamedDependency[Services]
 TITLE_CHARS = 80
 
 
-async def _session_for(services: Services, principal: Principal, session_id: str) -> SessionRecord:
+async def session_for(services: Services, principal: Principal, session_id: str) -> SessionRecord:
     """The session if the caller may see it; otherwise 404, so ids of others never leak."""
     record = await services.store.sessions.get(session_id)
     visible = (
@@ -70,7 +70,7 @@ async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequ
         )
     models = await _pick_models(services, principal.org_id, body.model)
     if body.session_id is not None:
-        session_id = (await _session_for(services, principal, body.session_id)).id
+        session_id = (await session_for(services, principal, body.session_id)).id
     else:
         session_id = str(uuid.uuid4())
         await services.store.sessions.create(
@@ -168,7 +168,7 @@ def _summary(record: SessionRecord) -> SessionSummary:
 async def session_detail(
     session_id: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> SessionDetail:
-    record = await _session_for(services, request.user, session_id)
+    record = await session_for(services, request.user, session_id)
     store = services.store
     turns = await store.sessions.turns(record.id)
     running = any(t.status == "running" for t in turns)
@@ -207,7 +207,7 @@ async def session_events(
     after: Annotated[int, QueryParameter(ge=0)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=10_000)] = 1_000,
 ) -> EventPage:
-    record = await _session_for(services, request.user, session_id)
+    record = await session_for(services, request.user, session_id)
     events = await services.store.log.read(record.id, after=after, limit=limit)
     return EventPage(events=[_event_out(e) for e in events], last_seq=record.last_seq)
 
@@ -223,7 +223,7 @@ async def session_stream(
     after: Annotated[int | None, QueryParameter(ge=0)] = None,
     last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
 ) -> Stream:
-    record = await _session_for(services, request.user, session_id)
+    record = await session_for(services, request.user, session_id)
     cursor = after
     if last_event_id is not None:
         if not last_event_id.strip().isdigit():
