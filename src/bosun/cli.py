@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from bosun import __version__
+from bosun import __version__, plan_cli
+from bosun.budget_report import add_budget_parser, run_budget
 from bosun.log import configure_logging
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
 from providers import ModelSpecError
@@ -49,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--org", required=True)
     token.add_argument("--role", default="member", help=ROLES_HELP)
     token.add_argument("--ttl", type=int, help="lifetime in seconds (default: token_ttl_s)")
+
+    plan_cli.add_parser(commands)
+    add_budget_parser(commands)
     return parser
 
 
@@ -138,10 +142,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(fmt=settings.log_format, level=settings.log_level)
     if args.command == "serve":
         return _serve(args, settings)
+    if args.command == "plan":
+        return plan_cli.run(args, settings)
     if args.command == "migrate":
         asyncio.run(_migrate(settings.database_url, args.revision))
         print(f"migrated {settings.database_url.split('@')[-1]} to {args.revision}")
         return 0
+    if args.command == "budget":
+        return run_budget(args, settings)
     return _token(args, settings)
 
 

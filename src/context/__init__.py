@@ -50,6 +50,16 @@ from context._layout import (
 )
 from context._report import BudgetReport, SectionUsage
 from context._sections import Cut, CutAction, Item, ItemForm, SectionFill
+from context._session_report import (
+    Compression,
+    SessionBudgetReport,
+    SourceUsage,
+    TurnBudget,
+    UsageFigures,
+    UsageSummary,
+    read_session_budget,
+    session_budget_report,
+)
 from context._sources import (
     LoadedSources,
     Source,
@@ -90,6 +100,7 @@ __all__ = [
     "BudgetConfigError",
     "BudgetReport",
     "Budgets",
+    "Compression",
     "Cut",
     "CutAction",
     "EncodingIntegrityError",
@@ -105,15 +116,20 @@ __all__ = [
     "SectionBudget",
     "SectionFill",
     "SectionUsage",
+    "SessionBudgetReport",
     "Source",
     "SourceLoad",
     "SourceRegistry",
     "SourceRequest",
     "SourceResult",
     "SourceScope",
+    "SourceUsage",
     "TokenCounter",
     "ToolsFit",
+    "TurnBudget",
     "UnknownSourceError",
+    "UsageFigures",
+    "UsageSummary",
     "afit_section",
     "cache_marks",
     "canonical_prompt",
@@ -135,6 +151,8 @@ __all__ = [
     "make_title",
     "needs_compression",
     "prefix_ratio",
+    "read_session_budget",
     "render_message",
+    "session_budget_report",
     "tool_items",
 ]

@@ -9,7 +9,7 @@ carries on with the fitter's plain cuts and an untitled session.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import aclosing
 
 import structlog
@@ -19,7 +19,16 @@ from context._conversation import KEEP_LAST, render_message
 from context._fit import fit_section
 from context._sections import Item
 from context._tokens import TokenCounter
-from providers import Message, Model, ModelError, ModelRequest, SystemBlock, TextChunk
+from providers import (
+    Completion,
+    Message,
+    Model,
+    ModelError,
+    ModelRequest,
+    SystemBlock,
+    TextChunk,
+    TokenUsage,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -32,6 +41,7 @@ SUMMARISER_PROMPT = (
     "exactly as given), and open questions. Plain prose or short bullets, no preamble. "
     "If the transcript starts with an earlier summary, fold it in."
 )
+OnUsage = Callable[[str, TokenUsage], None]  # (model reported, usage): for cost accounting
 TITLE_PROMPT = (
     "Write a short title (at most six words) for a chat that starts with the user's "
     "message below. Reply with the title only: no quotes, no trailing punctuation."
@@ -48,13 +58,17 @@ def needs_compression(
     return messages_since_summary >= COMPRESS_AFTER_MESSAGES or tokens > allocation
 
 
-async def _reply_text(model: Model, request: ModelRequest, timeout_s: float) -> str | None:
+async def _reply_text(
+    model: Model, request: ModelRequest, timeout_s: float, on_usage: OnUsage | None
+) -> str | None:
     pieces: list[str] = []
     try:
         async with asyncio.timeout(timeout_s), aclosing(model.stream(request)) as stream:
             async for item in stream:
                 if isinstance(item, TextChunk):
                     pieces.append(item.text)
+                elif isinstance(item, Completion) and on_usage is not None:
+                    on_usage(item.model, item.usage)
     except TimeoutError:
         log.warning("context.summariser_timeout", model=model.name, timeout_s=timeout_s)
         return None
@@ -74,6 +88,7 @@ async def compress_history(
     counter: TokenCounter | None = None,
     max_input_tokens: int = SUMMARISER_BUDGET.tokens("history"),
     max_tokens: int = 600,
+    on_usage: OnUsage | None = None,
 ) -> str | None:
     """A summary of all but the last ``keep_last`` messages, or ``None`` (nothing older,
     a timeout, a provider error, an empty reply).
@@ -98,11 +113,16 @@ async def compress_history(
         messages=(Message.user(f"<transcript>\n{fill.text}\n</transcript>"),),
         max_tokens=max_tokens,
     )
-    return await _reply_text(model, request, timeout_s)
+    return await _reply_text(model, request, timeout_s, on_usage)
 
 
 async def make_title(
-    model: Model, first_message: str, *, timeout_s: float = 10.0, max_chars: int = TITLE_CHARS
+    model: Model,
+    first_message: str,
+    *,
+    timeout_s: float = 10.0,
+    max_chars: int = TITLE_CHARS,
+    on_usage: OnUsage | None = None,
 ) -> str | None:
     """A short session title from the first user message, or ``None`` on any failure."""
     request = ModelRequest(
@@ -110,7 +130,7 @@ async def make_title(
         messages=(Message.user(first_message[:2_000]),),
         max_tokens=32,
     )
-    text = await _reply_text(model, request, timeout_s)
+    text = await _reply_text(model, request, timeout_s, on_usage)
     if text is None:
         return None
     title = text.splitlines()[0].strip().strip("\"'`*#").strip().rstrip(".!?:;,").strip()

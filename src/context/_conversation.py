@@ -9,9 +9,9 @@ into a role's conversation section, newest messages first, recording every cut.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from context._fit import fit_section
+from context._fit import fit_section, fit_text
 from context._sections import Cut, Item, SectionFill
 from context._tokens import TokenCounter
 from providers import Message, TextPart, ToolCall, ToolResult
@@ -178,8 +178,12 @@ def fit_history(
 
     The last ``keep_last`` messages stay verbatim; older ones are abbreviated, then
     dropped oldest first (a marker says how many); a single oversize message is cut. A
-    history that starts from a summary records a ``compressed`` cut.
+    history that starts from a summary keeps the summary first (it stands for everything
+    older, so it is never the first thing dropped; it gets at most a third of the
+    allocation) and records a ``compressed`` cut.
     """
+    if isinstance(source, History) and source.summary is not None:
+        return _fit_summarised(source, allocation, counter, keep_last, current, section)
     base = source.messages if isinstance(source, History) else list(source)
     messages = [*base, current] if current is not None else base
     fill = fit_section(
@@ -198,9 +202,40 @@ def fit_history(
     dropped = len(messages) - len(fill.kept)
     if dropped and fill.text:
         fitted.insert(0, Message.user(OMITTED_MESSAGES.format(count=dropped)))
-    if isinstance(source, History) and source.summary is not None:
-        fill = replace(fill, cuts=(_compressed(source, counter, section), *fill.cuts))
     return HistoryFit(messages=tuple(fitted), fill=fill)
+
+
+def _fit_summarised(
+    source: History,
+    allocation: int,
+    counter: TokenCounter,
+    keep_last: int,
+    current: Message | None,
+    section: str,
+) -> HistoryFit:
+    note = fit_text(
+        section, allocation // 3, SUMMARY_NOTE.format(summary=source.summary), counter=counter
+    )
+    rest = fit_history(
+        [entry.message for entry in source.entries],
+        allocation - note.used,
+        counter=counter,
+        keep_last=keep_last,
+        current=current,
+        section=section,
+    )
+    fill = SectionFill(
+        name=section,
+        allocated=allocation,
+        used=note.used + rest.fill.used,
+        text="\n\n".join(t for t in (note.text, rest.fill.text) if t),
+        items=(*note.items, *rest.fill.items),
+        kept=(*note.kept, *(i + 1 for i in rest.fill.kept)),
+        forms=(*note.forms, *rest.fill.forms),
+        cuts=(_compressed(source, counter, section), *note.cuts, *rest.fill.cuts),
+    )
+    messages = (Message.user(note.text), *rest.messages) if note.text else rest.messages
+    return HistoryFit(messages=tuple(messages), fill=fill)
 
 
 def _compressed(source: History, counter: TokenCounter, section: str) -> Cut:

@@ -15,9 +15,17 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from context import PLANNER_BUDGET, BudgetReport, RoleBudget, TokenCounter, fit_history, fit_text
+from context import (
+    PLANNER_BUDGET,
+    BudgetReport,
+    RoleBudget,
+    TokenCounter,
+    fit_history,
+    fit_section,
+    fit_text,
+)
 from planner._plan import PLAN_SCHEMA, Plan, PlannedStep
-from planner._prompt import instructions, render_catalogue, render_repair, render_request
+from planner._prompt import catalogue_items, instructions, render_repair, render_request
 from planner._validate import PlanLimits, clamp_plan, validate_plan
 from providers import (
     Completion,
@@ -82,11 +90,12 @@ async def make_plan(
     started = time.monotonic()
     counter = counter or TokenCounter(model.name)
     rules = instructions(max_steps=limits.max_steps, max_tool_calls=limits.max_tool_calls_per_step)
-    static = fit_text(
+    static = fit_section(
         "system",
         budget.tokens("system"),
-        f"{rules}\n\n{render_catalogue(catalogue.tools, catalogue.sources)}",
+        catalogue_items(rules, catalogue.tools, catalogue.sources),
         counter=counter,
+        separator="\n",
     )
     conversation = fit_history(history, budget.tokens("conversation"), counter=counter)
     known = fit_text("context", budget.tokens("context"), "; ".join(loaded), counter=counter)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from context import Item
+
 PLANNER_INSTRUCTIONS = """\
 You are the planner of an assistant that gets work done with tools. You do not answer the
 user and you do not call tools. You read the request and reply with ONE JSON object, a
@@ -24,26 +26,30 @@ Choose the cheapest strategy that can fully handle the request:
   need another step's result. Steps without dependencies run in parallel.
 
 Rules:
-- Use only tool names and source names from the catalogue, spelled exactly.
-- Give a step only the tools it needs. A step's max_tool_calls is its budget (1 to
-  {max_tool_calls}); small lookups need 1-3.
-- Pick sources to preload only when the request needs them; say why in a few words.
-  Sources already loaded in this session are listed; pick one again only with a wider
-  range (e.g. a larger days_back).
-- "reasoning" is one or two short sentences.
-- Reply with the JSON object only."""
+- Use only tool and source names listed below, spelled exactly.
+- Give a step only the tools it needs; max_tool_calls is its budget (1 to
+  {max_tool_calls}), small lookups need 1-3.
+- Preload a source only when the request needs it, saying why. Do not pick a source
+  already loaded in this session unless you need a wider range (e.g. larger days_back).
+- "reasoning" is one or two short sentences. Reply with the JSON object only."""
 
 
 def instructions(*, max_steps: int, max_tool_calls: int) -> str:
     return PLANNER_INSTRUCTIONS.format(max_steps=max_steps, max_tool_calls=max_tool_calls)
 
 
-def render_catalogue(tools: Mapping[str, str], sources: Mapping[str, str]) -> str:
-    """The tool and source lists, one line each (summaries, not schemas: the planner only
-    picks; executors see the full schemas of their step's tools)."""
-    tool_lines = "\n".join(f"- {line}" for line in tools.values()) or "- (none)"
-    source_lines = "\n".join(f"- {name}: {about}" for name, about in sources.items()) or "- (none)"
-    return f"Tools:\n{tool_lines}\n\nContext sources:\n{source_lines}"
+def catalogue_items(rules: str, tools: Mapping[str, str], sources: Mapping[str, str]) -> list[Item]:
+    """The planner's static prompt as fitting items, most important first: the rules, the
+    sources, then one line per tool (``name: summary``, abbreviated to the bare name when
+    the section is over budget: progressive disclosure). Tools get summaries, not schemas:
+    the planner only picks; executors see the full schemas of their step's tools."""
+    source_lines = "\n".join(f"- {name}: {about}" for name, about in sources.items())
+    return [
+        Item(full=rules, key="instructions"),
+        Item(full=f"Context sources:\n{source_lines or '- (none)'}", key="sources"),
+        Item(full="Tools:" if tools else "Tools:\n- (none)", key="tools"),
+        *(Item(full=f"- {line}", short=f"- {name}", key=name) for name, line in tools.items()),
+    ]
 
 
 def render_request(message: str, loaded: Sequence[str]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -132,6 +132,12 @@ class Sessions:
             query = query.where(SessionRow.updated_at < before)
         async with self._db.read() as conn:
             return [SessionRecord(**row._asdict()) for row in await conn.execute(query)]
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(SessionRow).where(SessionRow.id == session_id).values(title=title)
+            )
 
     async def turns(self, session_id: str) -> list[TurnRecord]:
         async with self._db.read() as conn:

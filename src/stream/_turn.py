@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from context import SourceScope, history
+from context import (
+    KEEP_LAST,
+    History,
+    SourceScope,
+    compress_history,
+    history,
+    make_title,
+    needs_compression,
+    render_message,
+)
 from providers import Model, ModelError, TokenUsage, cost_usd_micros
 from store import EventLog, Store, UsageRecord
 from store.events import (
@@ -22,6 +31,7 @@ from store.events import (
     Done,
     Error,
     Event,
+    HistorySummarised,
     MessageDone,
     TextDelta,
     TurnStatus,
@@ -185,10 +195,52 @@ async def _run(
     )
     out.add(ContextBudget(role="merger", report=reply.report.to_dict()))
     await _spend(store, turn, spent, "merger", reply.completion.model, reply.completion.usage)
+    if turn.summariser is not None:
+        for event in await _upkeep(store, kit, turn, turn.summariser, view, spent):
+            out.add(event)
     return [
         MessageDone(message_id=turn.message_id, stop_reason=reply.completion.stop_reason),
         _usage_event(spent),
     ]
+
+
+async def _upkeep(
+    store: Store,
+    kit: TurnKit,
+    turn: Turn,
+    summariser: Model,
+    view: History,
+    spent: dict[str, tuple[TokenUsage, int]],
+) -> list[Event]:
+    """Best-effort, after the answer: compress a long history, title a new session."""
+    calls: list[tuple[str, TokenUsage]] = []
+    events: list[Event] = []
+    counter = kit.counter(summariser)
+    tokens = sum(counter.count(render_message(m)) for m in view.messages)
+    allocation = kit.budgets.merger.tokens("conversation")
+    up_to = view.split_seq(KEEP_LAST)
+    if up_to is not None and needs_compression(view.since_summary, tokens, allocation):
+        summary = await compress_history(
+            summariser,
+            view.messages,
+            timeout_s=kit.summariser_timeout_s,
+            counter=counter,
+            on_usage=lambda model, usage: calls.append((model, usage)),
+        )
+        if summary is not None:
+            events.append(HistorySummarised(summary=summary, up_to_seq=up_to))
+    if not view.entries and view.summary is None:  # the session's first turn
+        title = await make_title(
+            summariser,
+            turn.text,
+            timeout_s=kit.summariser_timeout_s,
+            on_usage=lambda model, usage: calls.append((model, usage)),
+        )
+        if title is not None:
+            await store.sessions.set_title(turn.session_id, title)
+    for model, usage in calls:
+        await _spend(store, turn, spent, "summariser", model, usage)
+    return events
 
 
 async def _spend(

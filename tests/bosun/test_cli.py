@@ -156,6 +156,7 @@ def test_serve_with_anthropic_against_the_local_fake(env: dict[str, str], tmp_pa
             usage=TokenUsage(input_tokens=1_000, output_tokens=500, cache_read_tokens=10_000),
             text_chunk_size=6,
         ),
+        anthropic_reply(text="Greetings", usage=TokenUsage(input_tokens=60, output_tokens=3)),
     )
     port = free_port()
     with FakeServer(provider) as fake:
@@ -206,10 +207,12 @@ def test_serve_with_anthropic_against_the_local_fake(env: dict[str, str], tmp_pa
     # answer 1,000 x $1 + 500 x $5 + 10,000 x $0.10 = 4,500 micro-dollars
     assert usage["by_role"]["planner"]["cost_usd_micros"] == 800
     assert usage["by_role"]["merger"]["cost_usd_micros"] == 4_500
-    assert (usage["input_tokens"], usage["cache_read_tokens"]) == (1_600, 10_000)
-    assert usage["cost_usd_micros"] == 5_300
+    assert usage["by_role"]["summariser"]["cost_usd_micros"] == 60 + 15  # the session title
+    assert (usage["input_tokens"], usage["cache_read_tokens"]) == (1_660, 10_000)
+    assert usage["cost_usd_micros"] == 5_375
     assert frames[-1][1]["status"] == "completed"
-    planned, answered = provider.requests
+    planned, answered, titled = provider.requests
+    assert titled.json["system"][0]["text"].startswith("Write a short title")
     assert planned.json["tool_choice"] == {"type": "tool", "name": "plan"}
     assert answered.path == "/v1/messages"
     assert answered.json["model"] == "claude-haiku-4-5"

@@ -67,7 +67,7 @@ async def test_eval_reports_accuracy_confusion_tools_cost_and_latency(tmp_path: 
     assert summary["confusion"]["complex"] == {"simple": 0, "tool": 1, "complex": 0}
     assert summary["confusion"]["simple"]["simple"] == 2
     assert (summary["tool_precision"], summary["tool_recall"]) == (1.0, 0.6667)
-    assert summary["cost_usd_micros"] == 0  # FunctionModel reports its own name, unpriced
+    assert summary["cost_usd_micros"] == 4 * (1_000 * 1 + 100 * 5)  # Haiku: $1 / $5 per MTok
     assert set(summary["latency_ms"]) == {"p50", "p90", "p99"}
     assert seen[-1] == (4, 4)
     assert "strategy accuracy  75.0%" in render_table(report)
