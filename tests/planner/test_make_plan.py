@@ -170,3 +170,12 @@ async def test_a_long_history_is_fitted_into_the_planner_budget() -> None:
     assert {c.action for c in report.cuts if c.section == "conversation"} >= {"dropped"}
     sent = model.calls[0].messages
     assert len(sent) < 200 and sent[-1].text.endswith("and now?")
+
+
+def test_the_documented_prompt_is_the_real_one() -> None:
+    from pathlib import Path
+
+    from planner._prompt import instructions
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
+    assert instructions(max_steps=5, max_tool_calls=10) in docs
