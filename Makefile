@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-MODEL  ?=
+# The model `make serve` uses: yours if a provider key is set, else the scripted demo.
+MODEL  ?= $(if $(ANTHROPIC_API_KEY),anthropic:claude-haiku-4-5,$(if $(OPENAI_API_KEY),openai:gpt-4.1-mini,scripted:examples/hello.yaml))
 PORT   ?= 8000
 
 .PHONY: install install-dev serve migrate lint typecheck layers test bench clean
@@ -23,7 +24,7 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 serve: install
-	$(BIN)/bosun serve --dev --port $(PORT) $(if $(MODEL),--model $(MODEL))
+	$(BIN)/bosun serve --dev --port $(PORT) --model $(MODEL)
 
 migrate: install
 	$(BIN)/bosun migrate
