@@ -100,7 +100,9 @@ def _bosun_app(db_path: Path, deltas: int) -> Litestar:
         for _ in range(deltas):
             yield DELTA
 
-    return build_app(settings, models=TurnModels(executor=FunctionModel(reply, name="bench")))
+    return build_app(
+        settings, models=TurnModels(executor=FunctionModel(reply, name="function:bench"))
+    )
 
 
 def _bare_app(deltas: int) -> Litestar:

@@ -10,11 +10,18 @@ from store._models import Base
 from store._org_keys import OrgKeyInfo, OrgKeys, SecretBox, SecretsKeyError
 from store._sessions import SessionRecord, Sessions, TurnRecord, UsageRecord, UsageTotals
 from store._store import Store
+from store._tool_executions import (
+    ExecutionStatus,
+    ToolExecutionRecord,
+    ToolExecutions,
+    idempotency_key,
+)
 
 metadata = Base.metadata
 
 __all__ = [
     "EventLog",
+    "ExecutionStatus",
     "LogNotifier",
     "OrgKeyInfo",
     "OrgKeys",
@@ -25,8 +32,11 @@ __all__ = [
     "Sessions",
     "Store",
     "StoredEvent",
+    "ToolExecutionRecord",
+    "ToolExecutions",
     "TurnRecord",
     "UsageRecord",
     "UsageTotals",
+    "idempotency_key",
     "metadata",
 ]

@@ -8,6 +8,7 @@ from store._db import Database
 from store._log import EventLog, LogNotifier
 from store._org_keys import OrgKeys, SecretBox
 from store._sessions import Sessions
+from store._tool_executions import ToolExecutions
 
 
 class Store:
@@ -18,6 +19,7 @@ class Store:
         self.log = EventLog(self.db, LogNotifier())
         self.sessions = Sessions(self.db, self.log)
         self.org_keys = OrgKeys(self.db, SecretBox(secrets_key) if secrets_key else None)
+        self.tool_executions = ToolExecutions(self.db)
 
     @property
     def dialect(self) -> str:
