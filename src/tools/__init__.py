@@ -1,7 +1,7 @@
 """Typed tools: declarations and their policies (category, confirm, kind, inverse, roles,
-audit), the registry the planner and executors share, and the demo toolset (``tools.demo``).
-
-Running tools (validation, role checks, confirmation, undo) belongs to the runner.
+audit), the registry the planner and executors share, the runner that enforces those
+policies (validation, roles, capabilities, confirmation, timeouts, recorded executions,
+undo), and the demo toolset (``tools.demo``).
 """
 
 from tools._registry import (
@@ -15,19 +15,35 @@ from tools._registry import (
     ToolRegistry,
     UnknownToolError,
 )
+from tools._runner import (
+    MAX_RESULT_CHARS,
+    Capabilities,
+    Needs,
+    ToolCallRequest,
+    ToolFailure,
+    ToolOutcome,
+    ToolRunner,
+)
 from tools._runtime import ToolContext, ToolError, record_audit
 
 __all__ = [
     "ALL_ROLES",
+    "MAX_RESULT_CHARS",
+    "Capabilities",
     "Category",
     "Confirm",
     "Inverse",
     "Kind",
+    "Needs",
     "Role",
+    "ToolCallRequest",
     "ToolContext",
     "ToolDef",
     "ToolError",
+    "ToolFailure",
+    "ToolOutcome",
     "ToolRegistry",
+    "ToolRunner",
     "UnknownToolError",
     "record_audit",
 ]

@@ -1,0 +1,297 @@
+"""Tool executions: one row per tool use, written before the tool runs and after it.
+
+The row is the runner's memory across crashes, suspensions and resumes: ``pending``
+before the handler runs (or while a human decides), then ``succeeded`` / ``failed``, or
+``rejected_by_user``. Its ``idempotency_key`` (``turn_id:tool_use_id``) is unique, so a
+resumed turn finds what already ran instead of running a write twice. Undo does not add
+a status: the original stays ``succeeded`` and its ``inverse`` gains ``undone_by``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import null, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store._db import Database
+from store._models import ToolExecutionRow, utcnow
+
+ExecutionStatus = Literal["pending", "succeeded", "failed", "rejected_by_user"]
+Finished = Literal["succeeded", "failed"]
+
+_COLUMNS = (
+    ToolExecutionRow.tool_use_id,
+    ToolExecutionRow.session_id,
+    ToolExecutionRow.turn_id,
+    ToolExecutionRow.tool,
+    ToolExecutionRow.status,
+    ToolExecutionRow.idempotency_key,
+    ToolExecutionRow.input,
+    ToolExecutionRow.output,
+    ToolExecutionRow.error,
+    ToolExecutionRow.inverse,
+    ToolExecutionRow.created_at,
+    ToolExecutionRow.completed_at,
+)
+
+
+def idempotency_key(turn_id: str, tool_use_id: str) -> str:
+    """The key a tool use is recorded under: the same call in the same turn is one row."""
+    return f"{turn_id}:{tool_use_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecutionRecord:
+    """One tool use as stored; ``input``/``output``/``error``/``inverse`` are JSON values.
+
+    ``inverse`` is ``{"tool": name, "input": {...}}`` for a succeeded write that can be
+    undone, plus ``"undone_by": tool_use_id`` once it was.
+    """
+
+    tool_use_id: str
+    session_id: str
+    turn_id: str
+    tool: str
+    status: ExecutionStatus
+    idempotency_key: str | None
+    input: dict[str, Any]
+    output: Any
+    error: dict[str, Any] | None
+    inverse: dict[str, Any] | None
+    created_at: datetime
+    completed_at: datetime | None
+
+    @property
+    def undone_by(self) -> str | None:
+        """The tool use that undid this one, if any."""
+        return None if self.inverse is None else self.inverse.get("undone_by")
+
+    @property
+    def undoable(self) -> bool:
+        return self.status == "succeeded" and self.inverse is not None and not self.undone_by
+
+
+def _json(value: Any) -> Any:
+    # SQL NULL rather than a JSON 'null', so "no output" reads the same on both dialects.
+    return null() if value is None else value
+
+
+class ToolExecutions:
+    """Repository of the ``tool_executions`` table."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def _insert_pending(
+        self,
+        conn: AsyncConnection,
+        *,
+        tool_use_id: str,
+        session_id: str,
+        turn_id: str,
+        tool: str,
+        input: dict[str, Any],
+        key: str,
+    ) -> bool:
+        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
+        inserted = await conn.execute(
+            dialect_insert(ToolExecutionRow)
+            .values(
+                tool_use_id=tool_use_id,
+                session_id=session_id,
+                turn_id=turn_id,
+                tool=tool,
+                status="pending",
+                idempotency_key=key,
+                input=input,
+                created_at=utcnow(),
+            )
+            .on_conflict_do_nothing()  # either unique column: the key or the tool_use_id
+            .returning(ToolExecutionRow.tool_use_id)
+        )
+        return inserted.first() is not None
+
+    async def start(
+        self,
+        *,
+        tool_use_id: str,
+        session_id: str,
+        turn_id: str,
+        tool: str,
+        input: dict[str, Any],
+        key: str | None = None,
+    ) -> ToolExecutionRecord | None:
+        """Record a ``pending`` execution before it runs (or while it waits for a human).
+
+        ``key`` defaults to ``idempotency_key(turn_id, tool_use_id)``. Returns ``None``
+        when this call inserted the row, else the row already recorded
+        under the same key or the same ``tool_use_id``: the caller decides what it means.
+        """
+        key = key or idempotency_key(turn_id, tool_use_id)
+        async with self._db.write() as conn:
+            if await self._insert_pending(
+                conn,
+                tool_use_id=tool_use_id,
+                session_id=session_id,
+                turn_id=turn_id,
+                tool=tool,
+                input=input,
+                key=key,
+            ):
+                return None
+            row = (
+                await conn.execute(
+                    select(*_COLUMNS).where(
+                        or_(
+                            ToolExecutionRow.idempotency_key == key,
+                            ToolExecutionRow.tool_use_id == tool_use_id,
+                        )
+                    )
+                )
+            ).first()
+        assert row is not None, "an insert that did nothing must have met an existing row"
+        return ToolExecutionRecord(**row._asdict())
+
+    async def reopen(self, tool_use_id: str) -> bool:
+        """Put a ``failed`` execution back to ``pending`` before running it again (a
+        failure changed nothing worth keeping; a success is never re-run)."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(ToolExecutionRow)
+                .where(
+                    ToolExecutionRow.tool_use_id == tool_use_id,
+                    ToolExecutionRow.status == "failed",
+                )
+                .values(
+                    status="pending",
+                    output=null(),
+                    error=null(),
+                    inverse=null(),
+                    completed_at=None,
+                )
+                .returning(ToolExecutionRow.tool_use_id)
+            )
+            return result.first() is not None
+
+    async def finish(
+        self,
+        tool_use_id: str,
+        *,
+        status: Finished,
+        output: Any = None,
+        error: dict[str, Any] | None = None,
+        inverse: dict[str, Any] | None = None,
+    ) -> ToolExecutionRecord | None:
+        """Record how a ``pending`` execution ended. Returns ``None`` if it was not pending
+        (someone else settled it first: the stored result stands)."""
+        async with self._db.write() as conn:
+            row = (
+                await conn.execute(
+                    update(ToolExecutionRow)
+                    .where(
+                        ToolExecutionRow.tool_use_id == tool_use_id,
+                        ToolExecutionRow.status == "pending",
+                    )
+                    .values(
+                        status=status,
+                        output=_json(output),
+                        error=_json(error),
+                        inverse=_json(inverse),
+                        completed_at=utcnow(),
+                    )
+                    .returning(*_COLUMNS)
+                )
+            ).first()
+        return ToolExecutionRecord(**row._asdict()) if row else None
+
+    async def mark_rejected(
+        self,
+        *,
+        tool_use_id: str,
+        session_id: str,
+        turn_id: str,
+        tool: str,
+        input: dict[str, Any],
+        error: dict[str, Any],
+        key: str | None = None,
+    ) -> ToolExecutionRecord:
+        """Record that the user declined the call: a ``pending`` row (or none yet) becomes
+        ``rejected_by_user``. A row that already ran is returned unchanged."""
+        key = key or idempotency_key(turn_id, tool_use_id)
+        async with self._db.write() as conn:
+            await self._insert_pending(
+                conn,
+                tool_use_id=tool_use_id,
+                session_id=session_id,
+                turn_id=turn_id,
+                tool=tool,
+                input=input,
+                key=key,
+            )
+            await conn.execute(
+                update(ToolExecutionRow)
+                .where(
+                    ToolExecutionRow.tool_use_id == tool_use_id,
+                    ToolExecutionRow.status == "pending",
+                )
+                .values(status="rejected_by_user", error=error, completed_at=utcnow())
+            )
+            row = (
+                await conn.execute(
+                    select(*_COLUMNS).where(ToolExecutionRow.tool_use_id == tool_use_id)
+                )
+            ).one()
+        return ToolExecutionRecord(**row._asdict())
+
+    async def mark_undone(self, tool_use_id: str, *, undone_by: str) -> bool:
+        """Link a succeeded, undoable execution to the execution that undid it. Returns
+        whether it did (``False``: not undoable, or already undone)."""
+        async with self._db.write() as conn:
+            row = (
+                await conn.execute(
+                    select(ToolExecutionRow.status, ToolExecutionRow.inverse)
+                    .where(ToolExecutionRow.tool_use_id == tool_use_id)
+                    .with_for_update()
+                )
+            ).first()
+            if row is None or row.status != "succeeded" or not row.inverse:
+                return False
+            if row.inverse.get("undone_by"):
+                return False
+            await conn.execute(
+                update(ToolExecutionRow)
+                .where(ToolExecutionRow.tool_use_id == tool_use_id)
+                .values(inverse={**row.inverse, "undone_by": undone_by})
+            )
+        return True
+
+    async def get(self, tool_use_id: str) -> ToolExecutionRecord | None:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(*_COLUMNS).where(ToolExecutionRow.tool_use_id == tool_use_id)
+                )
+            ).first()
+        return ToolExecutionRecord(**row._asdict()) if row else None
+
+    async def by_key(self, key: str) -> ToolExecutionRecord | None:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(select(*_COLUMNS).where(ToolExecutionRow.idempotency_key == key))
+            ).first()
+        return ToolExecutionRecord(**row._asdict()) if row else None
+
+    async def list_for_turn(self, turn_id: str) -> list[ToolExecutionRecord]:
+        """A turn's executions in the order they were recorded."""
+        async with self._db.read() as conn:
+            result = await conn.execute(
+                select(*_COLUMNS)
+                .where(ToolExecutionRow.turn_id == turn_id)
+                .order_by(ToolExecutionRow.created_at, ToolExecutionRow.tool_use_id)
+            )
+            return [ToolExecutionRecord(**row._asdict()) for row in result]

@@ -1,0 +1,297 @@
+"""The tool runner: the one place where a model's tool call becomes an action.
+
+Every call passes the same gates whatever the model asks (a registered tool, the caller's
+role, the agent profile's capabilities, a valid input), then either waits for a human
+(pickers, confirmations) or runs under a timeout with its execution recorded before and
+after, so a resumed turn never repeats a write. Tool problems come back as typed
+outcomes the model can act on; they never crash the turn.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
+
+from store import Store, ToolExecutionRecord, idempotency_key
+from tools._executions import (
+    MAX_RESULT_CHARS,
+    Needs,
+    ToolCallRequest,
+    ToolFailure,
+    ToolOutcome,
+    describe_errors,
+    inverse_of,
+    invoke,
+    logged,
+    output_of,
+    refused,
+    replayed,
+    row_of,
+    settled_outcome,
+    undo_id_of,
+)
+from tools._registry import Role, ToolDef, ToolRegistry, UnknownToolError
+from tools._runtime import ToolContext, ToolError
+
+__all__ = [
+    "MAX_RESULT_CHARS",
+    "Capabilities",
+    "Needs",
+    "ToolCallRequest",
+    "ToolFailure",
+    "ToolOutcome",
+    "ToolRunner",
+]
+
+_CAPABILITY = re.compile(r"^[a-z][a-z0-9_]*\.(\*|[a-z][a-z0-9_]*)$")
+_DO_NOT_RETRY = "Tell the user you cannot do this here; do not retry"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Capabilities:
+    """An agent profile's allow-list and always-blocked actions, enforced server-side.
+
+    Entries are tool names (``members.search``) or whole routers (``members.*``).
+    ``allow=None`` allows every registered tool; ``blocked`` always wins over ``allow``.
+    """
+
+    allow: frozenset[str] | None = None
+    blocked: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        bad = sorted(
+            e for e in (self.allow or frozenset()) | self.blocked if not _CAPABILITY.match(e)
+        )
+        if bad:
+            raise ValueError(
+                f"Capability entries must be tool names or 'router.*', not {bad}; "
+                "use registry names ('members.search'), not wire names"
+            )
+
+    def permits(self, name: str) -> bool:
+        """Whether the tool called ``name`` (its registry name) may run under this profile."""
+        router_wide = f"{name.split('.', 1)[0]}.*"
+        if name in self.blocked or router_wide in self.blocked:
+            return False
+        return self.allow is None or name in self.allow or router_wide in self.allow
+
+
+class ToolRunner:
+    """Checks, runs, records, undoes and rejects tool calls for one registry and store."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        store: Store,
+        *,
+        timeout_s: float = 30.0,
+        capabilities: Capabilities = Capabilities(),
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, not {timeout_s!r}")
+        self.registry = registry
+        self.store = store
+        self.timeout_s = timeout_s
+        self.capabilities = capabilities
+
+    # gates
+
+    def check(self, call: ToolCallRequest, role: Role) -> ToolDef | ToolOutcome:
+        """The policy gates and input validation, without I/O: the tool, or the refusal
+        (``unknown_tool``, ``forbidden``, ``capability_blocked``, ``invalid_input``)."""
+        admitted = self._admit(call, role)
+        return admitted if isinstance(admitted, ToolOutcome) else admitted[0]
+
+    def _admit(self, call: ToolCallRequest, role: Role) -> tuple[ToolDef, BaseModel] | ToolOutcome:
+        try:
+            tool = self.registry.get(call.name)
+        except UnknownToolError:
+            hint = self._close_names(call.name, role)
+            return refused(call, call.name, "unknown_tool", f"No tool named {call.name!r}", hint)
+        if role not in tool.roles:
+            message = (
+                f"The {role} role may not use {tool.name} (only {', '.join(sorted(tool.roles))})"
+            )
+            return refused(call, tool.name, "forbidden", message, _DO_NOT_RETRY)
+        if not self.capabilities.permits(tool.name):
+            message = f"{tool.name} is not enabled for this agent"
+            return refused(call, tool.name, "capability_blocked", message, _DO_NOT_RETRY)
+        try:
+            args = tool.input_model.model_validate(call.input)
+        except ValidationError as exc:
+            message = f"Invalid input for {tool.name}: {describe_errors(exc)}"
+            hint = "Fix these fields and call it again; its schema lists every field"
+            return refused(call, tool.name, "invalid_input", message, hint)
+        return tool, args
+
+    def _close_names(self, name: str, role: Role) -> str:
+        usable = [t for t in self.registry if role in t.roles and self.capabilities.permits(t.name)]
+        names = {t.name: t.name for t in usable} | {t.wire_name: t.name for t in usable}
+        close = difflib.get_close_matches(name, list(names), n=6)
+        suggestions = list(dict.fromkeys(names[c] for c in close))[:3]
+        if not suggestions:
+            return "Call only the tools you were given"
+        return f"Did you mean {' or '.join(map(repr, suggestions))}?"
+
+    # running
+
+    async def run(
+        self, call: ToolCallRequest, ctx: ToolContext, *, approved: bool = False
+    ) -> ToolOutcome:
+        """Check the call, then wait for a human, replay a recorded result, or run it.
+
+        A call already recorded as succeeded (or rejected) under this turn's key is not
+        run again: its stored outcome is returned, so a resumed turn never repeats a
+        write. A call that waits for a human is recorded ``pending``, so it survives a
+        restart; ``approved=True`` (the user said yes) lets a confirmed tool run.
+        """
+        admitted = self._admit(call, ctx.role)
+        if isinstance(admitted, ToolOutcome):
+            return logged(call, admitted)
+        tool, args = admitted
+        key = idempotency_key(call.turn_id, call.tool_use_id)
+        executions = self.store.tool_executions
+        existing = await executions.by_key(key)
+        if existing is not None and (settled := settled_outcome(existing, call, tool)):
+            return logged(call, settled)
+        needs = _needs(tool, approved=approved)
+        if needs is not None:
+            if existing is None:
+                await executions.start(**row_of(call, tool), key=key)
+            pending = ToolOutcome(
+                tool_use_id=call.tool_use_id, tool=tool.name, ok=False, needs=needs
+            )
+            return logged(call, pending)
+        if existing is None:
+            existing = await executions.start(**row_of(call, tool), key=key)
+            if existing is not None and (settled := settled_outcome(existing, call, tool)):
+                return logged(call, settled)  # recorded by a concurrent call since we looked
+        if existing is not None and existing.status == "failed":
+            await executions.reopen(call.tool_use_id)
+        return logged(call, await self._execute(tool, args, call, ctx))
+
+    async def _execute(
+        self, tool: ToolDef, args: BaseModel, call: ToolCallRequest, ctx: ToolContext
+    ) -> ToolOutcome:
+        """Run a recorded, pending call and record how it ended."""
+        started = time.perf_counter()
+        output: Any = None
+        inverse: dict[str, Any] | None = None
+        failure: ToolFailure | None = None
+        try:
+            scoped = replace(ctx, tool_use_id=call.tool_use_id)
+            result = await invoke(tool, args, scoped, timeout_s=self.timeout_s)
+            value, output = output_of(tool, result)
+            inverse = inverse_of(tool, args, value)
+        except ToolError as exc:
+            failure = ToolFailure(code=exc.code, message=exc.message, hint=exc.hint)
+        duration_ms = round((time.perf_counter() - started) * 1000)
+        executions = self.store.tool_executions
+        finished = await executions.finish(
+            call.tool_use_id,
+            status="failed" if failure else "succeeded",
+            output=None if failure else output,
+            error=failure.as_dict() if failure else None,
+            inverse=inverse,
+        )
+        if finished is None:  # settled elsewhere while this ran: the stored result stands
+            stored = await executions.get(call.tool_use_id)
+            assert stored is not None, f"execution {call.tool_use_id!r} vanished while running"
+            return replayed(stored)
+        return ToolOutcome(
+            tool_use_id=call.tool_use_id,
+            tool=tool.name,
+            ok=failure is None,
+            output=None if failure else output,
+            error=failure,
+            inverse_available=inverse is not None,
+            duration_ms=duration_ms,
+        )
+
+    # human decisions
+
+    async def undo(self, tool_use_id: str, ctx: ToolContext) -> ToolOutcome:
+        """Run the stored inverse of a succeeded write, without confirmation (the user
+        asked for it), as a new execution ``{tool_use_id}-undo``; the original then links
+        to it (``inverse.undone_by``), and the audit rows carry both ids.
+
+        Refusals: ``not_found``, ``not_undoable`` (it did not succeed), ``no_inverse``,
+        ``already_undone``; the inverse itself still passes the role and capability gates.
+        """
+        undo_id = undo_id_of(tool_use_id)
+        original = await self.store.tool_executions.get(tool_use_id)
+        refusal = await self._undo_refusal(tool_use_id, original, ctx)
+        if refusal is not None:
+            code, message, hint = refusal
+            failure = ToolFailure(code=code, message=message, hint=hint)
+            tool = original.tool if original else ""
+            return ToolOutcome(tool_use_id=undo_id, tool=tool, ok=False, error=failure)
+        assert original is not None and original.inverse is not None
+        call = ToolCallRequest(
+            tool_use_id=undo_id,
+            name=str(original.inverse["tool"]),
+            input=dict(original.inverse["input"]),
+            session_id=original.session_id,
+            turn_id=original.turn_id,
+        )
+        outcome = await self.run(call, ctx, approved=True)
+        if outcome.ok:
+            await self.store.tool_executions.mark_undone(tool_use_id, undone_by=undo_id)
+        return outcome
+
+    async def _undo_refusal(
+        self, tool_use_id: str, original: ToolExecutionRecord | None, ctx: ToolContext
+    ) -> tuple[str, str, str] | None:
+        """Why ``original`` cannot be undone by ``ctx``'s user, as (code, message, hint)."""
+        session = None if original is None else await self.store.sessions.get(original.session_id)
+        if original is None or session is None or session.org_id != ctx.org_id:
+            # Another org's execution does not exist, as far as this caller can tell.
+            message = f"No tool execution {tool_use_id!r} in this org"
+            return "not_found", message, "Undo takes the tool_use_id of a completed tool call"
+        if original.status != "succeeded":
+            message = (
+                f"{original.tool} call {tool_use_id!r} is {original.status}: it changed nothing"
+            )
+            return "not_undoable", message, "Only a succeeded write can be undone"
+        if original.inverse is None:
+            message = f"{original.tool} declares no way to undo it"
+            return "no_inverse", message, "Make the opposite change with another tool, if any"
+        if original.undone_by:
+            message = f"{original.tool} call {tool_use_id!r} was undone by {original.undone_by!r}"
+            return "already_undone", message, "Nothing left to do"
+        return None
+
+    async def reject(self, call: ToolCallRequest) -> ToolOutcome:
+        """Record that the user declined a pending call; the model gets ``rejected_by_user``.
+        A call that already ran keeps (and returns) its real outcome."""
+        name = self.registry.get(call.name).name if call.name in self.registry else call.name
+        failure = ToolFailure(
+            code="rejected_by_user",
+            message=f"The user declined to run {name}; nothing was done",
+            hint="Do not retry it; ask the user what they would like instead",
+        )
+        row = await self.store.tool_executions.mark_rejected(
+            tool_use_id=call.tool_use_id,
+            session_id=call.session_id,
+            turn_id=call.turn_id,
+            tool=name,
+            input=to_jsonable_python(call.input),
+            error=failure.as_dict(),
+        )
+        return logged(call, replayed(row))
+
+
+def _needs(tool: ToolDef, *, approved: bool) -> Needs | None:
+    """What a human must do before ``tool`` may run: pickers always wait for a pick (the
+    user's answer is their output); confirmed tools wait unless already approved."""
+    if tool.kind == "user_picker":
+        return "pick"
+    if tool.needs_confirmation and not approved:
+        return "confirmation"
+    return None
