@@ -11,10 +11,12 @@ from bosun import __version__
 from bosun.demo import demo_sources
 from bosun.settings import ROLE_NAMES, Role, Settings
 from context import Budgets, SourceRegistry
+from executors import ExecutorLimits
 from planner import PlanLimits
 from providers import Model, ProviderConfig, model_from_spec
 from store import Store
 from stream import StreamConfig, TokenConfig, TurnKit, TurnModels, create_app
+from tools import Capabilities
 from tools.demo import demo_registry, seed_demo
 
 
@@ -67,7 +69,7 @@ def build_models(settings: Settings) -> TurnModels:
 
 def build_kit(settings: Settings, store: Store) -> TurnKit:
     """The catalogue (the demo toolset and its sources, when enabled), budgets and limits."""
-    planner = settings.planner
+    planner, executor = settings.planner, settings.executor
     return TurnKit(
         tools=demo_registry() if settings.demo else None,
         sources=demo_sources(store) if settings.demo else SourceRegistry(),
@@ -76,6 +78,16 @@ def build_kit(settings: Settings, store: Store) -> TurnKit:
             max_steps=planner.max_steps,
             max_tool_calls_per_step=planner.max_tool_calls_per_step,
             max_executors=planner.max_executors,
+        ),
+        executor_limits=ExecutorLimits(
+            max_tool_calls=executor.max_tool_calls,
+            wall_time_s=executor.wall_time_s,
+            retries_per_tool=executor.retries_per_tool,
+            max_model_turns=executor.max_model_turns,
+        ),
+        capabilities=Capabilities(
+            allow=frozenset(executor.allow_tools) if executor.allow_tools is not None else None,
+            blocked=frozenset(executor.block_tools),
         ),
         planner_timeout_s=planner.timeout_s,
         source_timeout_s=settings.limits.source_timeout_s,

@@ -76,7 +76,10 @@ def configure_logging(
     renderer: Processor = (
         structlog.processors.JSONRenderer()
         if use_json
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(),
+            exception_formatter=structlog.dev.plain_traceback,  # rich would print locals
+        )
     )
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,

@@ -64,6 +64,21 @@ class PlannerSettings(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0)
 
 
+class ExecutorSettings(BaseModel):
+    """Bounds of each executor's tool loop, and the agent profile's capabilities."""
+
+    max_tool_calls: int = Field(default=10, ge=0, le=100)
+    wall_time_s: float = Field(default=60.0, gt=0)
+    retries_per_tool: int = Field(default=2, ge=0, le=10)
+    max_model_turns: int = Field(default=12, ge=1, le=100)
+    allow_tools: list[str] | None = Field(
+        default=None, description="Tools the agent may use (names or router.*); all if unset."
+    )
+    block_tools: list[str] = Field(
+        default_factory=list, description="Tools the agent may never use, whatever it asks."
+    )
+
+
 class LimitSettings(BaseModel):
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
@@ -88,6 +103,7 @@ class Settings(BaseSettings):
     models: ModelSettings = Field(default_factory=ModelSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
     budgets: dict[str, dict[str, int]] = Field(
         default_factory=dict,
         description="Per-role token budget overrides, e.g. {planner = {conversation = 3000}}.",

@@ -1,1 +1,56 @@
-"""Bounded executor sub-agents that run a plan's steps as tool loops, and the merge."""
+"""Bounded executor sub-agents that run a plan's steps as tool loops, and the merge.
+
+``run_plan`` schedules a plan's steps (concurrently where dependencies allow) and runs
+each with ``run_step``, a bounded tool loop; ``merge`` writes a ``complex`` plan's answer.
+A step that needs the user comes back ``Suspended``; ``pending_events`` gives the
+``confirmation_pending``/``disambiguation_pending`` events. See docs/executors.md.
+"""
+
+from executors._config import Emit, ExecutorKit, ExecutorLimits, ToolRunnerLike, TurnScope
+from executors._loop import run_step
+from executors._merge import MERGE_PROMPT, MergeResult, merge
+from executors._prompt import EXECUTOR_PROMPT, dependency_item
+from executors._results import (
+    PendingCall,
+    StepEnd,
+    StepOutcome,
+    StepResult,
+    Suspended,
+    pending_events,
+)
+from executors._schedule import (
+    PlanOutcome,
+    PlanResult,
+    PlanSuspended,
+    completed_event,
+    executor_id,
+    run_plan,
+)
+from executors._state import WRAP_UP_SHARE
+
+__all__ = [
+    "EXECUTOR_PROMPT",
+    "MERGE_PROMPT",
+    "WRAP_UP_SHARE",
+    "Emit",
+    "ExecutorKit",
+    "ExecutorLimits",
+    "MergeResult",
+    "PendingCall",
+    "PlanOutcome",
+    "PlanResult",
+    "PlanSuspended",
+    "StepEnd",
+    "StepOutcome",
+    "StepResult",
+    "Suspended",
+    "ToolRunnerLike",
+    "TurnScope",
+    "completed_event",
+    "dependency_item",
+    "executor_id",
+    "merge",
+    "pending_events",
+    "run_plan",
+    "run_step",
+]

@@ -24,6 +24,7 @@ class TurnRoleModels:
     answer: Model | None
     planner: Model | None
     summariser: Model | None
+    executor: Model | None = None
 
 
 class ModelResolver:
@@ -53,6 +54,7 @@ class ModelResolver:
                 answer,
                 (models.specs.get("planner"), models.planner),
                 (models.specs.get("summariser"), models.summariser),
+                (models.specs.get("executor"), models.executor),
             )
         ]
         return TurnRoleModels(*resolved)

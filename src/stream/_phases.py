@@ -20,11 +20,12 @@ from context import (
     loads_from_log,
     loads_needed,
 )
+from executors import ExecutorLimits
 from planner import Catalogue, PlanLimits, PlanOutcome, make_plan
 from providers import Model
 from store import StoredEvent
 from store.events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
-from tools import ToolRegistry
+from tools import Capabilities, ToolRegistry
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,6 +36,8 @@ class TurnKit:
     sources: SourceRegistry = field(default_factory=SourceRegistry)
     budgets: Budgets = field(default_factory=Budgets)
     plan_limits: PlanLimits = field(default_factory=PlanLimits)
+    executor_limits: ExecutorLimits = field(default_factory=ExecutorLimits)
+    capabilities: Capabilities = field(default_factory=Capabilities)
     planner_timeout_s: float = 30.0
     source_timeout_s: float = 5.0
     summariser_timeout_s: float = 20.0

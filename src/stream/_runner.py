@@ -58,6 +58,7 @@ class TurnRunner:
             model=models.answer,
             planner=models.planner,
             summariser=models.summariser,
+            executor=models.executor,
             timeout_s=self._turn_timeout_s,
         )
         await self._store.log.open_turn(

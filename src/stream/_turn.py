@@ -23,6 +23,8 @@ from context import (
     needs_compression,
     render_message,
 )
+from executors import TurnScope
+from planner import Plan
 from providers import Model, ModelError, TokenUsage, cost_usd_micros
 from store import EventLog, Store, UsageRecord
 from store.events import (
@@ -39,7 +41,9 @@ from store.events import (
 )
 from stream._answer import answer
 from stream._auth import Role
+from stream._execute import execute_plan
 from stream._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
+from tools import ToolContext
 
 AGENT_DISABLED = (
     "No model is configured, so the agent is disabled. Start the server with "
@@ -85,6 +89,7 @@ class Turn:
     model: Model | None  # writes the answer
     planner: Model | None = None
     summariser: Model | None = None
+    executor: Model | None = None  # runs plan steps with tools
     timeout_s: float = 300.0
 
 
@@ -133,8 +138,7 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
             closing, status = [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed"
         else:
             async with asyncio.timeout(turn.timeout_s):
-                closing = await _run(store, kit or TurnKit(), turn, turn.model, out)
-            status = "completed"
+                closing, status = await _run(store, kit or TurnKit(), turn, turn.model, out)
     except TimeoutError:
         message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
         closing, status = [_error(turn, "provider_timeout", message)], "failed"
@@ -167,12 +171,13 @@ def _error(turn: Turn, code: str, message: str) -> Error:
 
 async def _run(
     store: Store, kit: TurnKit, turn: Turn, model: Model, out: BatchingAppender
-) -> list[Event]:
-    """Plan, load sources, answer; return the events that close the turn."""
+) -> tuple[list[Event], TurnStatus]:
+    """Plan, load sources, execute or answer; return the closing events and status."""
     log = await store.log.read(turn.session_id)
     view = history(log, exclude_turn=turn.turn_id)
     spent: dict[str, tuple[TokenUsage, int]] = {}
     loaded: list[ContextLoaded] = []
+    plan: Plan | None = None
     if turn.planner is not None:
         outcome = await plan_turn(kit, turn.planner, turn.text, role=turn.role, view=view, log=log)
         for event in plan_events(outcome):
@@ -184,24 +189,52 @@ async def _run(
         )
         for event in loaded:
             out.add(event)
-    reply = await answer(
-        model,
-        turn.text,
-        view=view,
-        knowledge=knowledge(log, loaded),
-        budget=kit.budgets.merger,
-        counter=kit.counter(model),
-        on_text=lambda text: out.add(TextDelta(delta=text)),
-    )
-    out.add(ContextBudget(role="merger", report=reply.report.to_dict()))
-    await _spend(store, turn, spent, "merger", reply.completion.model, reply.completion.usage)
+        plan = outcome.plan
+    if plan is not None and plan.steps and kit.tools is not None:
+        executed = await execute_plan(
+            store,
+            kit,
+            plan,
+            executor=turn.executor or model,
+            merger=model,
+            scope=TurnScope(
+                session_id=turn.session_id,
+                turn_id=turn.turn_id,
+                ctx=ToolContext(
+                    store=store, org_id=turn.org_id, user_id=turn.user_id, role=turn.role
+                ),
+            ),
+            text=turn.text,
+            view=view,
+            knowledge=knowledge(log, loaded),
+            emit=out.add,
+        )
+        for role, used_model, usage in executed.spent:
+            await _spend(store, turn, spent, role, used_model, usage)
+        status, stop_reason = executed.status, executed.stop_reason
+    else:
+        reply = await answer(
+            model,
+            turn.text,
+            view=view,
+            knowledge=knowledge(log, loaded),
+            budget=kit.budgets.merger,
+            counter=kit.counter(model),
+            on_text=lambda text: out.add(TextDelta(delta=text)),
+        )
+        out.add(ContextBudget(role="merger", report=reply.report.to_dict()))
+        completion = reply.completion
+        await _spend(store, turn, spent, "merger", completion.model, completion.usage)
+        status, stop_reason = "completed", completion.stop_reason
     if turn.summariser is not None:
         for event in await _upkeep(store, kit, turn, turn.summariser, view, spent):
             out.add(event)
-    return [
-        MessageDone(message_id=turn.message_id, stop_reason=reply.completion.stop_reason),
-        _usage_event(spent),
-    ]
+    done = (
+        []
+        if stop_reason is None
+        else [MessageDone(message_id=turn.message_id, stop_reason=stop_reason)]
+    )
+    return [*done, _usage_event(spent)], status
 
 
 async def _upkeep(

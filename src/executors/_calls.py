@@ -1,0 +1,236 @@
+"""The ``RunTools`` handler: run one assistant message's tool calls through the runner.
+
+Before anything runs, every call is checked (``runner.check``, no side effects): if any
+needs the user (a confirmation or a pick), nothing of the message runs and the step
+suspends with all its calls pending. Otherwise the calls run in order, each bracketed by
+``tool_started``/``tool_completed``; the executor itself refuses calls outside the step's
+tools, past the tool-call budget, or to a tool that kept failing the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import assert_never
+
+from context import fit_text
+from executors._results import PendingCall, picker_fields
+from executors._state import (
+    CallModel,
+    Finish,
+    RunTools,
+    StepEnv,
+    StepState,
+    Suspend,
+    WrapUp,
+    next_turn,
+    now,
+)
+from providers import Message, ToolCall, ToolResult
+from store.events import ToolCompleted, ToolStarted
+from store.events import ToolError as ToolErrorEvent
+from tools import Needs, ToolCallRequest, ToolDef, ToolFailure, ToolOutcome
+
+Verdict = ToolDef | ToolOutcome | None  # None: not one of the step's tools
+
+
+async def run_tools(
+    state: StepState, env: StepEnv, step: RunTools
+) -> CallModel | WrapUp | Suspend | Finish:
+    """Run ``step.calls`` (or suspend before any runs), append their results, go on."""
+    verdicts = [_check(state, env, call) for call in step.calls]
+    if any(_needs(v) for v in verdicts):
+        return await _suspend(env, step.calls, verdicts)
+    results: list[ToolResult] = []
+    for index, (call, verdict) in enumerate(zip(step.calls, verdicts, strict=True)):
+        outcome = await _execute(state, env, call, verdict)
+        if outcome.needs is not None:  # the runner asked for the user after all
+            first = _pending(call, verdict, outcome.needs)
+            rest = zip(step.calls[index + 1 :], verdicts[index + 1 :], strict=True)
+            pending = (first, *(_pending(c, v, _needs(v)) for c, v in rest))
+            return Suspend(pending=pending, results=tuple(results))
+        results.append(_result(state, env, outcome))
+    state.messages.append(Message(role="user", parts=tuple(results)))
+    return next_turn(state, env, now())
+
+
+async def _suspend(env: StepEnv, calls: Sequence[ToolCall], verdicts: Sequence[Verdict]) -> Suspend:
+    """Stop before any call of the message runs. The runner records each call that needs
+    the user as pending (nothing runs), so it survives a restart; the rest wait their turn."""
+    pending = []
+    for call, verdict in zip(calls, verdicts, strict=True):
+        needs = _needs(verdict)
+        if needs is not None:
+            assert isinstance(verdict, ToolDef)
+            request = _request(env, call, verdict.name)
+            needs = (await env.kit.runner.run(request, env.scope.ctx)).needs
+        pending.append(_pending(call, verdict, needs))
+    return Suspend(pending=tuple(pending))
+
+
+async def refuse_all(
+    state: StepState, env: StepEnv, calls: Sequence[ToolCall], *, code: str, message: str
+) -> None:
+    """Answer calls that will not run (events and results), keeping the transcript whole."""
+    results = []
+    for call in calls:
+        outcome = _refusal(call, _tool_name(state, call), code, message, hint=None)
+        _started(state, env, call)
+        _completed(state, env, outcome)
+        results.append(_result(state, env, outcome))
+    state.messages.append(Message(role="user", parts=tuple(results)))
+
+
+def close_in_flight(state: StepState, env: StepEnv, message: str) -> None:
+    """Complete a tool call cut off by the step's deadline, so its start has an end."""
+    if state.in_flight is not None:
+        error = ToolErrorEvent(code="step_timed_out", message=message)
+        env.emit(ToolCompleted(tool_use_id=state.in_flight, ok=False, error=error))
+        state.in_flight = None
+
+
+def _request(env: StepEnv, call: ToolCall, name: str) -> ToolCallRequest:
+    return ToolCallRequest(
+        tool_use_id=call.id,
+        name=name,
+        input=call.input,
+        session_id=env.scope.session_id,
+        turn_id=env.scope.turn_id,
+        step_id=env.step_id,
+    )
+
+
+def _tool_name(state: StepState, call: ToolCall) -> str:
+    tool = _tool_of(state, call)
+    return tool.name if tool is not None else call.name
+
+
+def _tool_of(state: StepState, call: ToolCall) -> ToolDef | None:
+    """The step's tool a call names (by wire name, or the dotted name a model may echo)."""
+    tools = state.prompt.tools
+    return tools.get(call.name) or tools.get(call.name.replace(".", "_"))
+
+
+def _check(state: StepState, env: StepEnv, call: ToolCall) -> Verdict:
+    tool = _tool_of(state, call)
+    if tool is None:
+        return None
+    return env.kit.runner.check(_request(env, call, tool.name), env.scope.role)
+
+
+def _needs(verdict: Verdict) -> Needs | None:
+    if not isinstance(verdict, ToolDef):
+        return None
+    if verdict.kind == "user_picker":
+        return "pick"
+    return "confirmation" if verdict.needs_confirmation else None
+
+
+def _pending(call: ToolCall, verdict: Verdict, needs: Needs | None) -> PendingCall:
+    name = verdict.name if isinstance(verdict, ToolDef) else call.name
+    match needs:
+        case "pick":
+            kind, prompt, candidates = picker_fields(call.input)
+            return PendingCall(
+                tool_use_id=call.id, tool=name, input=call.input, needs="pick",
+                kind=kind, prompt=prompt, candidates=candidates,
+            )  # fmt: skip
+        case "confirmation":
+            always = isinstance(verdict, ToolDef) and verdict.confirm == "always"
+            return PendingCall(
+                tool_use_id=call.id, tool=name, input=call.input, needs="confirmation",
+                confirm="always" if always else "destructive",
+            )  # fmt: skip
+        case None:
+            return PendingCall(tool_use_id=call.id, tool=name, input=call.input)
+        case _:
+            assert_never(needs)
+
+
+async def _execute(state: StepState, env: StepEnv, call: ToolCall, verdict: Verdict) -> ToolOutcome:
+    """One call: refused by the executor, refused by the runner's check, or run."""
+    refusal = _refuse(state, env, call, verdict)
+    _started(state, env, call)
+    if refusal is not None:
+        outcome = refusal
+    elif isinstance(verdict, ToolDef):
+        state.tool_calls += 1
+        outcome = await env.kit.runner.run(_request(env, call, verdict.name), env.scope.ctx)
+        if outcome.needs is not None:
+            return outcome  # stays in flight: it completes on resume
+    else:
+        assert verdict is not None, "a call outside the step's tools is always refused"
+        state.tool_calls += 1
+        outcome = verdict  # the runner's check refused it
+    _completed(state, env, outcome)
+    if not outcome.ok and refusal is None:
+        code = outcome.error.code if outcome.error is not None else "failed"
+        state.failures[(outcome.tool, code)] += 1
+    return outcome
+
+
+def _refuse(state: StepState, env: StepEnv, call: ToolCall, verdict: Verdict) -> ToolOutcome | None:
+    """The executor's own refusals; such calls do not count against the budget."""
+    if verdict is None:
+        names = ", ".join(sorted(state.prompt.tools)) or "none"
+        return _refusal(
+            call, call.name, "unknown_tool", f"{call.name!r} is not a tool of this step",
+            hint=f"The tools of this step are: {names}.",
+        )  # fmt: skip
+    name = verdict.name if isinstance(verdict, ToolDef) else verdict.tool
+    retries = env.kit.limits.retries_per_tool
+    for (tool, code), failures in state.failures.items():
+        if tool == name and failures > retries:
+            return _refusal(
+                call, name, "retries_exhausted",
+                f"{name} failed {failures} times with code {code!r}; it is not called again "
+                "in this step",
+                hint="Answer with what you have, or use another tool.",
+            )  # fmt: skip
+    if state.tool_calls >= state.max_calls:
+        return _refusal(
+            call, name, "tool_budget_spent",
+            f"this step's {state.max_calls} tool calls are used; {name} did not run",
+            hint="Answer with what you have.",
+        )  # fmt: skip
+    return None
+
+
+def _refusal(
+    call: ToolCall, name: str, code: str, message: str, *, hint: str | None
+) -> ToolOutcome:
+    failure = ToolFailure(code=code, message=message, hint=hint)
+    return ToolOutcome(tool_use_id=call.id, tool=name, ok=False, error=failure)
+
+
+def _started(state: StepState, env: StepEnv, call: ToolCall) -> None:
+    state.in_flight = call.id
+    env.emit(
+        ToolStarted(
+            tool_use_id=call.id, tool=_tool_name(state, call), input=call.input, step_id=env.step_id
+        )
+    )
+
+
+def _completed(state: StepState, env: StepEnv, outcome: ToolOutcome) -> None:
+    error = outcome.error
+    env.emit(
+        ToolCompleted(
+            tool_use_id=outcome.tool_use_id,
+            ok=outcome.ok,
+            output=outcome.output if outcome.ok else None,
+            error=None
+            if error is None
+            else ToolErrorEvent(code=error.code, message=error.message, hint=error.hint),
+            inverse_available=outcome.inverse_available,
+        )
+    )
+    state.in_flight = None
+    status = "ok" if outcome.ok else f"failed ({error.code if error else 'error'})"
+    state.log.append(f"{outcome.tool} {status}")
+
+
+def _result(state: StepState, env: StepEnv, outcome: ToolOutcome) -> ToolResult:
+    """The outcome as the model sees it, fitted once, now, and never again."""
+    limit = env.kit.limits.max_result_tokens
+    fitted = fit_text("result", limit, outcome.as_result_text(), counter=env.kit.counter)
+    return ToolResult(tool_use_id=outcome.tool_use_id, content=fitted.text, is_error=not outcome.ok)

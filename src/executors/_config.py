@@ -1,0 +1,89 @@
+"""What executors are given: limits, the shared kit of a turn, its scope, the emit callback.
+
+Small config objects grouped by concern (STYLE.md 8). The runner is a protocol so tests can
+pass a fake with the same two methods and production passes ``tools.ToolRunner``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from context import EXECUTOR_BUDGET, RoleBudget, TokenCounter
+from providers import Model
+from store.events import Event
+from tools import Role, ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry
+
+Emit = Callable[[Event], None]
+"""Receives every event in order; the turn appends them to the session log."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorLimits:
+    """The bounds of one executor's tool loop (the reference system's defaults).
+
+    A step's ``max_tool_calls`` from the plan caps ``max_tool_calls`` further.
+    ``max_result_tokens`` is what one tool result may take in the loop: each result is
+    fitted once, when it arrives, and cut past it (the model can ask for less data).
+    """
+
+    max_tool_calls: int = 10
+    wall_time_s: float = 60.0
+    retries_per_tool: int = 2
+    max_model_turns: int = 12
+    max_result_tokens: int = 300
+
+    def __post_init__(self) -> None:
+        if self.max_tool_calls < 0 or self.retries_per_tool < 0:
+            raise ValueError(
+                f"Executor limits must not be negative ({self.max_tool_calls=}, "
+                f"{self.retries_per_tool=})"
+            )
+        if self.wall_time_s <= 0 or self.max_model_turns < 1 or self.max_result_tokens < 1:
+            raise ValueError(
+                f"Executor limits need wall_time_s > 0, max_model_turns >= 1 and "
+                f"max_result_tokens >= 1 ({self.wall_time_s=}, {self.max_model_turns=}, "
+                f"{self.max_result_tokens=})"
+            )
+
+
+class ToolRunnerLike(Protocol):
+    """The two runner methods executors use (``tools.ToolRunner`` implements them).
+
+    ``check`` is the side-effect-free pre-flight (unknown tool, role, capabilities, input):
+    the tool's declaration if the call may go ahead, else the refusal as an outcome.
+    """
+
+    def check(self, call: ToolCallRequest, role: Role) -> ToolDef | ToolOutcome: ...
+
+    async def run(
+        self, call: ToolCallRequest, ctx: ToolContext, *, approved: bool = False
+    ) -> ToolOutcome: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutorKit:
+    """What every executor of a turn shares: the executor model, the tools and their runner,
+    the token counter for that model, the executor budget and limits."""
+
+    model: Model
+    runner: ToolRunnerLike
+    registry: ToolRegistry
+    counter: TokenCounter
+    budget: RoleBudget = EXECUTOR_BUDGET
+    limits: ExecutorLimits = field(default_factory=ExecutorLimits)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnScope:
+    """Whose turn this is: the ids tool calls are recorded under and the tool context
+    (store, org, user, role) every handler runs with."""
+
+    session_id: str
+    turn_id: str
+    ctx: ToolContext
+
+    @property
+    def role(self) -> Role:
+        return self.ctx.role

@@ -1,0 +1,200 @@
+"""The executor sub-agent: one bounded tool loop per plan step.
+
+``drive`` is the whole loop: a small function over the tagged next-step union
+(``CallModel | WrapUp | RunTools | Suspend | Finish``), each handler a plain async function.
+``run_step`` builds the step's fixed prompt, bounds the loop by the wall-time deadline and
+turns how it ended into a ``StepResult`` or a ``Suspended``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from contextlib import aclosing
+from typing import assert_never
+
+from context import Item, executor_request
+from executors._calls import close_in_flight, refuse_all, run_tools
+from executors._config import Emit, ExecutorKit, TurnScope
+from executors._prompt import build_prompt
+from executors._results import StepEnd, StepOutcome, StepResult, Suspended
+from executors._state import (
+    CallModel,
+    Finish,
+    NextStep,
+    RunTools,
+    StepEnv,
+    StepState,
+    Suspend,
+    WrapUp,
+    next_turn,
+    now,
+    partial_summary,
+)
+from planner import PlannedStep
+from providers import (
+    Completion,
+    Message,
+    ModelError,
+    ModelRequest,
+    TextChunk,
+    TextPart,
+    ToolCall,
+    cost_usd_micros,
+)
+from store.events import ContextBudget
+
+
+async def run_step(
+    step: PlannedStep,
+    *,
+    kit: ExecutorKit,
+    scope: TurnScope,
+    emit: Emit,
+    data: Sequence[Item] = (),
+    final_answer: bool = False,
+) -> StepOutcome:
+    """Run one plan step as a bounded tool loop and say how it ended.
+
+    Emits ``context_budget`` (the step's prompt), then ``text_delta`` (with ``step_id``,
+    or without it when ``final_answer``: a ``tool`` plan's executor writes the answer),
+    ``tool_started``/``tool_completed`` as it goes. A model, tool or bound failure never
+    raises: it ends the step ``ok=False`` with a partial summary. ``step.tools`` must be
+    registered (a validated plan's are); ``data`` fills the data section, most important
+    first.
+    """
+    prompt = build_prompt(
+        step_id=step.id,
+        goal=step.goal,
+        tools=[kit.registry.get(name) for name in step.tools],
+        data=data,
+        budget=kit.budget,
+        counter=kit.counter,
+    )
+    emit(ContextBudget(role="executor", report=prompt.report.to_dict(), step_id=step.id))
+    started = now()
+    state = StepState(
+        prompt=prompt,
+        max_calls=min(kit.limits.max_tool_calls, step.max_tool_calls),
+        started=started,
+        deadline=started + kit.limits.wall_time_s,
+    )
+    env = StepEnv(step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer)
+    deadline = asyncio.timeout_at(state.deadline)
+    try:
+        async with deadline:
+            end = await drive(state, env)
+    except TimeoutError:
+        if not deadline.expired():
+            raise  # not ours: a TimeoutError escaping a handler is a bug to surface
+        why = f"the step's wall time of {kit.limits.wall_time_s:g} s ran out"
+        close_in_flight(state, env, f"Stopped: {why}.")
+        end = Finish(ok=False, ended="timed_out", summary=partial_summary(state, why))
+    return _outcome(step.id, state, end)
+
+
+async def drive(state: StepState, env: StepEnv) -> Suspend | Finish:
+    """The loop: dispatch on the next step until the step suspends or finishes."""
+    step: NextStep = next_turn(state, env, now())
+    while True:
+        match step:
+            case CallModel() | WrapUp():
+                step = await call_model(state, env, step)
+            case RunTools():
+                step = await run_tools(state, env, step)
+            case Suspend() | Finish():
+                return step
+            case _:
+                assert_never(step)
+
+
+async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -> RunTools | Finish:
+    """One model turn: stream its text out, collect its tool calls, append its message.
+
+    A wrap-up turn first appends the note saying what remains and calls with tools off;
+    if the model calls tools even so, the step has overrun its bounds.
+    """
+    if isinstance(step, WrapUp):
+        state.messages.append(Message.user(step.note))
+    request = executor_request(
+        state.prompt.parts,
+        state.messages,
+        tool_choice="none" if isinstance(step, WrapUp) else "auto",
+    )
+    state.model_turns += 1
+    try:
+        calls = await _stream(state, env, request)
+    except ModelError as exc:
+        why = f"the model failed ({exc.code}: {exc.message})"
+        return Finish(ok=False, ended="model_failed", summary=partial_summary(state, why))
+    text, state.text = state.text, ""
+    parts = ((TextPart(text=text),) if text else ()) + calls
+    state.messages.append(Message(role="assistant", parts=parts))
+    if text.strip():
+        state.last_text = text
+    if not calls:
+        summary = text.strip() or "(the executor gave no answer text)"
+        ended: StepEnd = "wrapped_up" if isinstance(step, WrapUp) else "answered"
+        return Finish(ok=True, ended=ended, summary=summary)
+    if isinstance(step, WrapUp):
+        await refuse_all(
+            state, env, calls, code="tool_budget_spent",
+            message="tools are off: the step was asked to wrap up",
+        )  # fmt: skip
+        why = f"it kept calling tools after being asked to wrap up ({'; '.join(step.reasons)})"
+        return Finish(ok=False, ended="overran", summary=partial_summary(state, why))
+    return RunTools(calls=calls)
+
+
+async def _stream(state: StepState, env: StepEnv, request: ModelRequest) -> tuple[ToolCall, ...]:
+    """Stream one reply: text out as it comes (kept in ``state.text``), calls collected."""
+    calls: list[ToolCall] = []
+    completion: Completion | None = None
+    async with aclosing(env.kit.model.stream(request)) as stream:
+        async for item in stream:
+            match item:
+                case TextChunk(text=text):
+                    if text:
+                        _say(state, env, text)
+                case ToolCall():
+                    calls.append(item)
+                case Completion():
+                    completion = item
+                case _:
+                    assert_never(item)
+    assert completion is not None, f"model {env.kit.model.name!r} ended without a Completion"
+    state.usage = state.usage + completion.usage
+    state.cost_usd_micros += cost_usd_micros(completion.model, completion.usage)
+    state.model = completion.model
+    return tuple(calls)
+
+
+def _say(state: StepState, env: StepEnv, text: str) -> None:
+    if env.final_answer and state.streamed and not state.text:
+        env.text("\n\n")  # an answer written over several model turns: keep them apart
+    env.text(text)
+    state.text += text
+    state.streamed = True
+
+
+def _outcome(step_id: str, state: StepState, end: Suspend | Finish) -> StepOutcome:
+    duration_ms = round((now() - state.started) * 1000)
+    match end:
+        case Suspend(pending=pending, results=results):
+            return Suspended(
+                step_id=step_id, pending=pending, results=results,
+                tool_calls=state.tool_calls, tokens=state.tokens, usage=state.usage,
+                cost_usd_micros=state.cost_usd_micros, model=state.model,
+                duration_ms=duration_ms, messages=tuple(state.messages),
+                budget=state.prompt.report,
+            )  # fmt: skip
+        case Finish(ok=ok, ended=ended, summary=summary):
+            return StepResult(
+                step_id=step_id, ok=ok, summary=summary, ended=ended,
+                tool_calls=state.tool_calls, tokens=state.tokens, usage=state.usage,
+                cost_usd_micros=state.cost_usd_micros, model=state.model,
+                duration_ms=duration_ms, messages=tuple(state.messages),
+                budget=state.prompt.report,
+            )  # fmt: skip
+        case _:
+            assert_never(end)

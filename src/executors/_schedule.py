@@ -1,0 +1,185 @@
+"""Run a plan: every step whose dependencies are done starts at once, up to a cap.
+
+A step that fails marks the steps that depend on it (directly or not) as skipped; a step
+that suspends stops new starts, lets the running ones finish, and the plan comes back
+suspended. ``step_started``/``step_completed`` bracket each executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from context import Item
+from executors._config import Emit, ExecutorKit, TurnScope
+from executors._loop import run_step
+from executors._prompt import dependency_item
+from executors._results import StepOutcome, StepResult, Suspended
+from planner import Plan, PlannedStep
+from store.events import StepCompleted, StepStarted
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanResult:
+    """Every step ran or was skipped; ``results`` in plan order."""
+
+    results: tuple[StepResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(result.ok for result in self.results)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanSuspended:
+    """At least one step waits for the user. ``results`` are the steps that finished (in
+    plan order), ``suspended`` those waiting, ``not_started`` the ids of the rest."""
+
+    results: tuple[StepResult, ...]
+    suspended: tuple[Suspended, ...]
+    not_started: tuple[str, ...]
+
+
+PlanOutcome = PlanResult | PlanSuspended
+
+
+def executor_id(step_id: str) -> str:
+    return f"{step_id}-exec"
+
+
+def completed_event(result: StepResult) -> StepCompleted:
+    """The ``step_completed`` event of a finished (or skipped) step."""
+    return StepCompleted(
+        step_id=result.step_id,
+        executor_id=executor_id(result.step_id),
+        ok=result.ok,
+        summary=result.summary,
+        tool_calls=result.tool_calls,
+        tokens=result.tokens,
+        duration_ms=result.duration_ms,
+    )
+
+
+async def run_plan(
+    plan: Plan,
+    *,
+    kit: ExecutorKit,
+    scope: TurnScope,
+    emit: Emit,
+    concurrency: int = 3,
+    data: Sequence[Item] = (),
+) -> PlanOutcome:
+    """Run ``plan``'s steps, at most ``min(plan.executors, concurrency)`` at a time.
+
+    A dependent step gets its dependencies' summaries as data, before ``data`` (context
+    shared by every step). A ``tool`` plan's single step streams its text as the turn's
+    answer (``text_delta`` without ``step_id``); a ``complex`` plan's steps stream with
+    their ``step_id`` and ``merge`` writes the answer. A ``simple`` plan has no steps.
+    """
+    cap = max(1, min(plan.executors, concurrency))
+    final_answer = plan.strategy == "tool"
+    order = {step.id: index for index, step in enumerate(plan.steps)}
+    finished: dict[str, StepResult] = {}
+    suspended: list[Suspended] = []
+    running: dict[asyncio.Task[StepOutcome], str] = {}
+    try:
+        while True:
+            if not suspended:
+                _skip_dependants(plan, finished, emit)
+                for step in _ready(plan, finished, running, cap):
+                    emit(StepStarted(step_id=step.id, executor_id=executor_id(step.id)))
+                    items = [*_dependency_data(plan, step, finished), *data]
+                    job = run_step(
+                        step, kit=kit, scope=scope, emit=emit, data=items,
+                        final_answer=final_answer,
+                    )  # fmt: skip
+                    running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
+            if not running:
+                break
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: order[running[t]]):
+                del running[task]
+                _record(task.result(), finished, suspended, emit)
+    finally:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+    results = tuple(finished[s.id] for s in plan.steps if s.id in finished)
+    if not suspended:
+        return PlanResult(results=results)
+    waiting = {s.step_id for s in suspended}
+    rest = tuple(s.id for s in plan.steps if s.id not in finished and s.id not in waiting)
+    return PlanSuspended(results=results, suspended=tuple(suspended), not_started=rest)
+
+
+def _record(
+    outcome: StepOutcome, finished: dict[str, StepResult], suspended: list[Suspended], emit: Emit
+) -> None:
+    match outcome:
+        case StepResult():
+            finished[outcome.step_id] = outcome
+            emit(completed_event(outcome))
+        case Suspended():
+            suspended.append(outcome)  # not completed: it goes on after the user answers
+        case _:
+            assert_never(outcome)
+
+
+def _ready(
+    plan: Plan,
+    finished: dict[str, StepResult],
+    running: dict[asyncio.Task[StepOutcome], str],
+    cap: int,
+) -> list[PlannedStep]:
+    """Steps to start now, in plan order: not started, every dependency done and ok."""
+    busy = set(running.values())
+    free = cap - len(busy)
+    ready = [
+        step
+        for step in plan.steps
+        if step.id not in finished
+        and step.id not in busy
+        and all(dep in finished and finished[dep].ok for dep in step.depends_on)
+    ]
+    return ready[: max(free, 0)]
+
+
+def _skip_dependants(plan: Plan, finished: dict[str, StepResult], emit: Emit) -> None:
+    """Skip every step with a failed (or skipped) dependency, transitively, in plan order."""
+    changed = True
+    while changed:
+        changed = False
+        for step in plan.steps:
+            if step.id in finished:
+                continue
+            bad = [d for d in step.depends_on if d in finished and not finished[d].ok]
+            if not bad:
+                continue
+            skipped = StepResult(step_id=step.id, ok=False, summary=_why(bad, finished),
+                                 ended="skipped")  # fmt: skip
+            finished[step.id] = skipped
+            emit(completed_event(skipped))
+            changed = True
+
+
+def _why(bad: list[str], finished: dict[str, StepResult]) -> str:
+    failed = [d for d in bad if finished[d].ended != "skipped"]
+    skipped = [d for d in bad if finished[d].ended == "skipped"]
+    reasons = []
+    if failed:
+        reasons.append(f"{_names(failed)}, which failed")
+    if skipped:
+        verb = "was" if len(skipped) == 1 else "were"
+        reasons.append(f"{_names(skipped)}, which {verb} skipped")
+    return "skipped: depends on " + "; and on ".join(reasons)
+
+
+def _names(ids: list[str]) -> str:
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
+
+
+def _dependency_data(plan: Plan, step: PlannedStep, finished: dict[str, StepResult]) -> list[Item]:
+    goals = {s.id: s.goal for s in plan.steps}
+    return [dependency_item(d, goals[d], finished[d].summary) for d in step.depends_on]

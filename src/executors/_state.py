@@ -1,0 +1,140 @@
+"""One step's loop state, the tagged "next step" union the loop dispatches on, and the
+pure decisions about bounds (when to wrap up, what a partial summary says)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+
+from executors._config import Emit, ExecutorKit, TurnScope
+from executors._prompt import StepPrompt, wrap_up_note
+from executors._results import PendingCall, StepEnd
+from providers import Message, TokenUsage, ToolCall, ToolResult
+from store.events import TextDelta
+
+WRAP_UP_SHARE = 0.2
+"""Ask for a wrap-up once less than this share of the wall time is left."""
+_LOG_LINES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    """Ask the model for its next move, tools on."""
+
+
+@dataclass(frozen=True, slots=True)
+class WrapUp:
+    """Ask the model for a final answer, tools off, saying what remains of each bound."""
+
+    note: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunTools:
+    """Run the tool calls of the model's last message, in order."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """Stop for the user: the message's calls still to resolve, and those already run."""
+
+    pending: tuple[PendingCall, ...]
+    results: tuple[ToolResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    ok: bool
+    ended: StepEnd
+    summary: str
+
+
+NextStep = CallModel | WrapUp | RunTools | Suspend | Finish
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepEnv:
+    """What a step's handlers read and never change."""
+
+    step_id: str
+    kit: ExecutorKit
+    scope: TurnScope
+    emit: Emit
+    final_answer: bool  # stream text without step_id: it is the turn's answer
+
+    def text(self, delta: str) -> None:
+        self.emit(TextDelta(delta=delta, step_id=None if self.final_answer else self.step_id))
+
+
+@dataclass(kw_only=True)
+class StepState:
+    """What a step's handlers change: the append-only loop transcript and the counters."""
+
+    prompt: StepPrompt
+    max_calls: int
+    started: float
+    deadline: float
+    messages: list[Message] = field(default_factory=list)
+    tool_calls: int = 0
+    model_turns: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    cost_usd_micros: int = 0
+    model: str = ""
+    failures: Counter[tuple[str, str]] = field(default_factory=Counter)
+    text: str = ""  # the model turn in progress
+    last_text: str = ""  # the last finished model turn that said something
+    streamed: bool = False
+    log: list[str] = field(default_factory=list)  # "members.search ok", for partial summaries
+    in_flight: str | None = None  # a tool_use_id started and not completed
+
+    @property
+    def tokens(self) -> int:
+        u = self.usage
+        return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+def next_turn(state: StepState, env: StepEnv, at: float) -> CallModel | WrapUp:
+    """Call the model, or, when a bound is about to be hit, ask it to wrap up."""
+    limits = env.kit.limits
+    calls_left = state.max_calls - state.tool_calls
+    seconds_left = state.deadline - at
+    reasons: list[str] = []
+    if state.prompt.parts.tools and calls_left <= 0:
+        reasons.append(f"all {state.max_calls} tool calls of this step are used")
+    if seconds_left < WRAP_UP_SHARE * limits.wall_time_s:
+        reasons.append(f"less than {WRAP_UP_SHARE:.0%} of the step's wall time is left")
+    if state.model_turns >= limits.max_model_turns - 1:
+        reasons.append(f"this is model turn {limits.max_model_turns} of {limits.max_model_turns}")
+    if not reasons:
+        return CallModel()
+    note = wrap_up_note(
+        reasons,
+        calls_left=calls_left,
+        max_calls=state.max_calls,
+        seconds_left=seconds_left,
+        wall_time_s=limits.wall_time_s,
+    )
+    return WrapUp(note=note, reasons=tuple(reasons))
+
+
+def partial_summary(state: StepState, why: str) -> str:
+    """What a step that did not finish tells the merge: why, what it called, its last words."""
+    lines = [f"Incomplete: {why}."]
+    if state.log:
+        shown = state.log[-_LOG_LINES:]
+        more = len(state.log) - len(shown)
+        lines.append(
+            "Tool calls: " + "; ".join(shown) + (f" (and {more} earlier)" if more else "") + "."
+        )
+    said = (state.text or state.last_text).strip()
+    if said:
+        lines.append(f"Last words: {said}")
+    return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""The execution phase of a turn: run a plan's steps with tools, then write the answer.
+
+``tool`` plans stream their executor's answer; ``complex`` plans end with a merge call.
+A step that needs the user suspends the turn: its pending calls are announced
+(``confirmation_pending`` / ``disambiguation_pending``) and the turn ends ``suspended``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from context import History, Item
+from executors import (
+    Emit,
+    ExecutorKit,
+    PlanSuspended,
+    TurnScope,
+    merge,
+    pending_events,
+    run_plan,
+)
+from planner import Plan
+from providers import Model, StopReason, TokenUsage
+from store import Store
+from store.events import TurnStatus
+from stream._phases import TurnKit
+from tools import ToolRunner
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    status: TurnStatus
+    stop_reason: StopReason | None  # None when the turn suspended before any answer
+    spent: list[tuple[str, str, TokenUsage]] = field(default_factory=list)  # role, model, usage
+
+
+async def execute_plan(
+    store: Store,
+    kit: TurnKit,
+    plan: Plan,
+    *,
+    executor: Model,
+    merger: Model,
+    scope: TurnScope,
+    text: str,
+    view: History,
+    knowledge: Sequence[tuple[str, str]],
+    emit: Emit,
+) -> Executed:
+    """Run ``plan`` (a ``tool`` or ``complex`` one) and stream its answer."""
+    assert kit.tools is not None, "plans with steps need a tool registry"
+    executors = ExecutorKit(
+        model=executor,
+        runner=ToolRunner(kit.tools, store, capabilities=kit.capabilities),
+        registry=kit.tools.for_role(scope.role),
+        counter=kit.counter(executor),
+        budget=kit.budgets.executor,
+        limits=kit.executor_limits,
+    )
+    data = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in knowledge]
+    outcome = await run_plan(
+        plan,
+        kit=executors,
+        scope=scope,
+        emit=emit,
+        concurrency=kit.plan_limits.max_executors,
+        data=data,
+    )
+    spent = [("executor", r.model, r.usage) for r in outcome.results if r.model]
+    if isinstance(outcome, PlanSuspended):
+        spent += [("executor", s.model, s.usage) for s in outcome.suspended if s.model]
+        for waiting in outcome.suspended:
+            for event in pending_events(waiting):
+                emit(event)
+        return Executed(status="suspended", stop_reason=None, spent=spent)
+    if plan.strategy == "tool":  # the step's executor already streamed the answer
+        return Executed(status="completed", stop_reason="end_turn", spent=spent)
+    merged = await merge(
+        plan,
+        outcome.results,
+        model=merger,
+        counter=kit.counter(merger),
+        user_text=text,
+        view=view,
+        emit=emit,
+        budget=kit.budgets.merger,
+    )
+    spent.append(("merger", merged.model, merged.usage))
+    return Executed(status="completed", stop_reason=merged.stop_reason, spent=spent)
