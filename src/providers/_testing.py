@@ -142,10 +142,14 @@ class ScriptStep(BaseModel):
     """One scripted reply, as written in a script file.
 
     ``text`` streams word by word unless ``chunks`` gives the pieces; ``delay_s`` waits
-    before each chunk; ``error`` fails the call (after ``after_chunks`` chunks).
+    before each chunk; ``error`` fails the call (after ``after_chunks`` chunks). ``match``
+    makes the step answer only a request whose text (system prompt and messages) contains
+    it: concurrent callers (a planner, parallel executors, a merge) then each get their
+    own replies whatever order they call in.
     """
 
     model_config = ConfigDict(extra="forbid")
+    match: str | None = None
     text: str = ""
     chunks: list[str] | None = None
     tool_calls: list[_ScriptedToolCall] = Field(default_factory=list)
@@ -183,7 +187,7 @@ class ScriptedModel:
         self._steps = [self._coerce(step) for step in steps]
         self._repeat = repeat
         self._name = name
-        self._next = 0
+        self._used = [False] * len(self._steps)
         self.calls: list[ModelRequest] = []
 
     @classmethod
@@ -220,7 +224,7 @@ class ScriptedModel:
 
     @property
     def remaining(self) -> int:
-        return len(self._steps) - self._next
+        return self._used.count(False)
 
     def assert_complete(self) -> None:
         """Fail if any scripted step was never used."""
@@ -231,7 +235,7 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         self.calls.append(request)
-        step = self._take()
+        step = self._take(request)
         chunks = step.chunks if step.chunks is not None else _split_words(step.text)
         calls = tuple(
             ToolCall(id=c.id or f"toolu_{len(self.calls)}_{i}", name=c.name, input=c.input)
@@ -255,17 +259,23 @@ class ScriptedModel:
             sent += isinstance(item, TextChunk)
             yield item
 
-    def _take(self) -> ScriptStep:
-        if self._next >= len(self._steps):
-            if not self._repeat or not self._steps:
-                raise ScriptExhaustedError(
-                    f"{self._name} has no step left for call {len(self.calls)} "
-                    f"({len(self._steps)} scripted)"
-                )
-            self._next = 0
-        step = self._steps[self._next]
-        self._next += 1
-        return step
+    def _take(self, request: ModelRequest) -> ScriptStep:
+        """The first unused step (in script order) whose ``match`` the request contains."""
+        text = "\n".join([*(b.text for b in request.system), *(m.text for m in request.messages)])
+        for attempt in range(2):
+            for index, step in enumerate(self._steps):
+                if not self._used[index] and (step.match is None or step.match in text):
+                    self._used[index] = True
+                    return step
+            if attempt == 0 and self._repeat and self._steps:
+                self._used = [False] * len(self._steps)  # start over
+            else:
+                break
+        unmatched = f", {self.remaining} unused but not matching" if self.remaining else ""
+        raise ScriptExhaustedError(
+            f"{self._name} has no step left for call {len(self.calls)} "
+            f"({len(self._steps)} scripted{unmatched})"
+        )
 
 
 def _usage_dict(usage: TokenUsage) -> dict[str, int]:

@@ -531,3 +531,32 @@ async def test_a_script_file_may_list_bare_strings(tmp_path: Path) -> None:
     second = [i for i in await collect(model) if isinstance(i, TextChunk)]
     assert "".join(c.text for c in second) == "Second"
     model.assert_complete()
+
+
+async def test_matched_steps_answer_their_own_requests_in_any_order() -> None:
+    from providers import SystemBlock
+
+    model = ScriptedModel(
+        [
+            {"match": "planner", "text": "PLAN"},
+            {"match": "goal: find Sam", "text": "SAM-1"},
+            {"match": "goal: find Sam", "text": "SAM-2"},
+            {"match": "goal: list programs", "text": "PROGRAMS"},
+            {"text": "ANYTHING"},
+        ]
+    )
+
+    def ask(system: str, text: str) -> ModelRequest:
+        return ModelRequest(system=(SystemBlock(text=system),), messages=(Message.user(text),))
+
+    async def reply(request: ModelRequest) -> str:
+        return "".join(i.text for i in await collect(model, request) if isinstance(i, TextChunk))
+
+    assert await reply(ask("executor", "goal: list programs")) == "PROGRAMS"
+    assert await reply(ask("executor", "goal: find Sam")) == "SAM-1"
+    assert await reply(ask("you are the planner", "hi")) == "PLAN"
+    assert await reply(ask("executor", "goal: find Sam")) == "SAM-2"
+    assert await reply(ask("merge", "results")) == "ANYTHING"
+    model.assert_complete()
+    with pytest.raises(ScriptExhaustedError, match="no step left"):
+        await reply(ask("executor", "goal: find Sam"))
