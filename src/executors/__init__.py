@@ -3,13 +3,15 @@
 ``run_plan`` schedules a plan's steps (concurrently where dependencies allow) and runs
 each with ``run_step``, a bounded tool loop; ``merge`` writes a ``complex`` plan's answer.
 A step that needs the user comes back ``Suspended``; ``pending_events`` gives the
-``confirmation_pending``/``disambiguation_pending`` events. See docs/executors.md.
+``confirmation_pending``/``disambiguation_pending`` events. ``repair_transcript`` is the
+replay-integrity guard run before every executor model call. See docs/executors.md.
 """
 
 from executors._config import Emit, ExecutorKit, ExecutorLimits, ToolRunnerLike, TurnScope
 from executors._loop import run_step
 from executors._merge import MERGE_PROMPT, MergeResult, merge
 from executors._prompt import EXECUTOR_PROMPT, dependency_item
+from executors._replay import REPLAY_VIOLATION, Repair, repair_transcript
 from executors._results import (
     PendingCall,
     StepEnd,
@@ -31,6 +33,7 @@ from executors._state import WRAP_UP_SHARE
 __all__ = [
     "EXECUTOR_PROMPT",
     "MERGE_PROMPT",
+    "REPLAY_VIOLATION",
     "WRAP_UP_SHARE",
     "Emit",
     "ExecutorKit",
@@ -40,6 +43,7 @@ __all__ = [
     "PlanOutcome",
     "PlanResult",
     "PlanSuspended",
+    "Repair",
     "StepEnd",
     "StepOutcome",
     "StepResult",
@@ -51,6 +55,7 @@ __all__ = [
     "executor_id",
     "merge",
     "pending_events",
+    "repair_transcript",
     "run_plan",
     "run_step",
 ]

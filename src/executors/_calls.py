@@ -80,10 +80,13 @@ async def refuse_all(
     state.messages.append(Message(role="user", parts=tuple(results)))
 
 
-def close_in_flight(state: StepState, env: StepEnv, message: str) -> None:
-    """Complete a tool call cut off by the step's deadline, so its start has an end."""
+def close_in_flight(
+    state: StepState, env: StepEnv, message: str, *, code: str = "step_timed_out"
+) -> None:
+    """Complete a tool call cut off by the step's deadline (or a cancel), so its start has
+    an end."""
     if state.in_flight is not None:
-        error = ToolErrorEvent(code="step_timed_out", message=message)
+        error = ToolErrorEvent(code=code, message=message)
         env.emit(ToolCompleted(tool_use_id=state.in_flight, ok=False, error=error))
         state.in_flight = None
 

@@ -17,6 +17,7 @@ from context import Item, executor_request
 from executors._calls import close_in_flight, refuse_all, run_tools
 from executors._config import Emit, ExecutorKit, TurnScope
 from executors._prompt import build_prompt
+from executors._replay import guard_transcript
 from executors._results import StepEnd, StepOutcome, StepResult, Suspended
 from executors._state import (
     CallModel,
@@ -90,6 +91,10 @@ async def run_step(
         why = f"the step's wall time of {kit.limits.wall_time_s:g} s ran out"
         close_in_flight(state, env, f"Stopped: {why}.")
         end = Finish(ok=False, ended="timed_out", summary=partial_summary(state, why))
+    except asyncio.CancelledError:
+        # The turn was cancelled: a tool cut off mid-run still gets its end, then stop.
+        close_in_flight(state, env, "Stopped: the turn was cancelled.", code="cancelled")
+        raise
     return _outcome(step.id, state, end)
 
 
@@ -116,6 +121,7 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
     """
     if isinstance(step, WrapUp):
         state.messages.append(Message.user(step.note))
+    guard_transcript(state, env)  # every call pairs with a result, or the provider refuses
     request = executor_request(
         state.prompt.parts,
         state.messages,

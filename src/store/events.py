@@ -141,6 +141,18 @@ class ToolCompleted:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ReplayViolation:
+    """A transcript about to be sent broke the tool-call pairing and was repaired first:
+    ``tool_use_ids`` are calls that had no result and got a synthetic error result
+    (``replay_integrity_violation``); ``dropped`` are results that answered no call."""
+
+    tool_use_ids: list[str]
+    dropped: list[str] = field(default_factory=list)
+    step_id: str | None = None
+    type: Literal["replay_violation"] = "replay_violation"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConfirmationPending:
     tool_use_id: str
     tool: str
@@ -214,6 +226,7 @@ Event = Annotated[
     | TextDelta
     | ToolStarted
     | ToolCompleted
+    | ReplayViolation
     | ConfirmationPending
     | DisambiguationPending
     | MessageDone

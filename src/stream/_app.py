@@ -12,7 +12,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from store import Store
-from stream import _budget, _keys, _plan, _routes
+from stream import _actions, _budget, _keys, _plan, _routes
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._errors import EXCEPTION_HANDLERS
@@ -29,6 +29,8 @@ ROUTES = [
     _routes.session_events,
     _routes.session_stream,
     _budget.session_budget,
+    _actions.undo_tool,
+    _actions.cancel_turns,
     _routes.healthz,
     _plan.plan_dry_run,
     _keys.list_org_keys,

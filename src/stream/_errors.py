@@ -28,6 +28,9 @@ ErrorCode = Literal[
     "rate_limited",
     "budget_exceeded",
     "agent_disabled",
+    "not_undoable",
+    "no_inverse",
+    "already_undone",
     "internal",
 ]
 _log = structlog.get_logger("bosun.http")

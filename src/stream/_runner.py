@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from store import Store
+from store import Store, TurnRecord
 from store.events import Done, Error, SessionStarted, TurnStatus, UserMessage
 from stream._auth import Role
 from stream._models import TurnRoleModels
@@ -16,6 +16,8 @@ from stream._phases import TurnKit
 from stream._turn import Turn, run_turn
 
 _log = structlog.get_logger("bosun.turns")
+CANCEL_TIMEOUT_S = 1.0
+"""How long ``cancel`` waits for cancelled turns to close their logs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,8 @@ class TurnRunner:
         self._turn_timeout_s = turn_timeout_s
         self._kit = kit or TurnKit()
         self._tasks: dict[str, asyncio.Task[TurnStatus]] = {}
+        self._sessions: dict[str, str] = {}  # turn_id -> session_id, while it runs
+        self._closing = asyncio.Lock()  # concurrent cancels close a turn once
 
     async def start(
         self,
@@ -74,8 +78,52 @@ class TurnRunner:
             run_turn(self._store, turn, self._kit), name=f"turn-{turn.turn_id}"
         )
         self._tasks[turn.turn_id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(turn.turn_id, None))
+        self._sessions[turn.turn_id] = session_id
+        task.add_done_callback(lambda _: self._forget(turn.turn_id))
         return TurnHandle(session_id=session_id, turn_id=turn.turn_id, trace_id=trace_id)
+
+    def _forget(self, turn_id: str) -> None:
+        self._tasks.pop(turn_id, None)
+        self._sessions.pop(turn_id, None)
+
+    async def cancel(self, session_id: str, *, timeout_s: float = CANCEL_TIMEOUT_S) -> list[str]:
+        """Cancel the session's running turns in this process and wait (up to ``timeout_s``)
+        for them to close; return their ids (none running: an empty list).
+
+        A cancelled turn logs ``error`` (``cancelled``) and ``done`` (``cancelled``) itself;
+        a task cancelled before it ever ran cannot, so it is closed here instead.
+        """
+        tasks = {
+            turn_id: task
+            for turn_id, task in self._tasks.items()
+            # Cancel once (a second cancel would cut its closing write short); a task
+            # that has just finished cannot be cancelled and is not reported.
+            if self._sessions.get(turn_id) == session_id and (task.cancelling() or task.cancel())
+        }
+        if not tasks:
+            return []
+        _, pending = await asyncio.wait(tasks.values(), timeout=timeout_s)
+        if pending:
+            _log.warning("turns.cancel_slow", session_id=session_id, pending=len(pending))
+        async with self._closing:
+            running = {t.id: t for t in await self._store.sessions.running_turns(session_id)}
+            for turn_id, task in tasks.items():
+                if task.done() and turn_id in running:  # cancelled before its first step
+                    await self._close_cancelled(running[turn_id])
+        _log.info("turns.cancelled", session_id=session_id, turn_ids=list(tasks))
+        return list(tasks)
+
+    async def _close_cancelled(self, turn: TurnRecord) -> None:
+        status: TurnStatus = "cancelled"
+        await self._store.log.append(
+            turn.session_id,
+            [
+                Error(code="cancelled", message="The turn was cancelled", trace_id=turn.trace_id),
+                Done(session_id=turn.session_id, status=status),
+            ],
+            turn_id=turn.id,
+            finish=status,
+        )
 
     async def wait(self, turn_id: str) -> None:
         """Wait for a turn of this process to end (returns at once if it has)."""
