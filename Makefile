@@ -45,6 +45,7 @@ test: lint typecheck
 
 bench: install-dev
 	$(BIN)/python bench/sse_throughput.py
+	$(BIN)/python bench/plan_parallel.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -34,7 +34,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     plan.add_argument("message", nargs="?", help="the message to plan")
     plan.add_argument("--model", metavar="SPEC", help="planner model (default: models.planner)")
-    plan.add_argument("--role", default="owner", help="plan as this role (tools are per role)")
+    plan.add_argument(
+        "--role", default="owner", choices=("owner", "staff", "member"), help="plan as this role"
+    )
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.add_argument("--eval", type=Path, metavar="FILE.jsonl", help="evaluate a labelled set")
     plan.add_argument("--out", type=Path, metavar="REPORT.html", help="with --eval: HTML report")

@@ -25,7 +25,7 @@ from planner import Catalogue, PlanLimits, PlanOutcome, make_plan
 from providers import Model
 from store import StoredEvent
 from store.events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
-from tools import Capabilities, ToolRegistry
+from tools import Capabilities, Role, ToolRegistry
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,11 +50,12 @@ class TurnKit:
             counter = self._counters[model.name] = TokenCounter(model.name)
         return counter
 
-    def catalogue(self, role: str) -> Catalogue:
-        tools = self.tools.for_role(role) if self.tools is not None else None  # type: ignore[arg-type]
+    def catalogue(self, role: Role) -> Catalogue:
+        """What the planner may pick from, for a caller with ``role``."""
+        tools = self.tools.for_role(role) if self.tools is not None else ToolRegistry()
         return Catalogue(
-            tools={t.name: t.describe("summary") for t in tools or ()},
-            read_tools=[t.name for t in tools.read_tools()] if tools is not None else [],
+            tools={t.name: t.describe("summary") for t in tools},
+            read_tools=[t.name for t in tools.read_tools()],
             sources={name: self.sources.get(name).description for name in self.sources.names()},
         )
 
@@ -91,7 +92,7 @@ async def plan_turn(
     model: Model,
     text: str,
     *,
-    role: str,
+    role: Role,
     view: History,
     log: Sequence[StoredEvent],
 ) -> PlanOutcome:
