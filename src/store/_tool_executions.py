@@ -221,7 +221,8 @@ class ToolExecutions:
         key: str | None = None,
     ) -> ToolExecutionRecord:
         """Record that the user declined the call: a ``pending`` row (or none yet) becomes
-        ``rejected_by_user``. A row that already ran is returned unchanged."""
+        ``rejected_by_user``, and so does a ``failed`` one (a failed call may be run again,
+        so the refusal must stick). A row that succeeded is returned unchanged."""
         key = key or idempotency_key(turn_id, tool_use_id)
         async with self._db.write() as conn:
             await self._insert_pending(
@@ -237,7 +238,8 @@ class ToolExecutions:
                 update(ToolExecutionRow)
                 .where(
                     ToolExecutionRow.tool_use_id == tool_use_id,
-                    ToolExecutionRow.status == "pending",
+                    ToolExecutionRow.idempotency_key == key,
+                    ToolExecutionRow.status.in_(("pending", "failed")),
                 )
                 .values(status="rejected_by_user", error=error, completed_at=utcnow())
             )
