@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import importlib
 import importlib.util
@@ -36,7 +35,6 @@ import platform
 import re
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,7 +46,6 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any, Literal, TypeVar
 
 import httpx
@@ -56,6 +53,15 @@ from litestar import Litestar
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from _harness import (
+    HOST,
+    free_port,
+    loop_and_http,
+    process_cpu_s,
+    raise_exit,
+    stop_process,
+    wait_healthy,
+)
 from bosun.app import build_app
 from bosun.log import configure_logging
 from bosun.migrate import upgrade
@@ -77,13 +83,10 @@ from stream import TokenConfig, TurnModels, mint_token
 from tools import Role, ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRunner
 from tools.demo import demo_registry, seed_demo
 
-HOST = "127.0.0.1"
 ORG = "bench"
 ROLE: Role = "owner"
 MODEL = "function:bench"  # a test double's spec: unpriced, counted with o200k_base
-READY_TIMEOUT_S = 30.0
 TURN_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
 SECRET_ENV = "BOSUN_BENCH_JWT_SECRET"  # noqa: S105 (the variable's name, not a secret)
 PARALLEL_STEPS = 4
 STEP_TOOLS = ("members.search", "programs.list")  # the complex plan's steps alternate
@@ -186,13 +189,6 @@ def executor_reply(
 # --------------------------------------------------------------------------------------
 
 
-def _loop_and_http() -> tuple[str, str]:
-    """uvloop and httptools when installed (uvicorn[standard]), else the pure-Python ones."""
-    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
-    return loop, http
-
-
 def limits_for(calls: int) -> tuple[PlannerSettings, ExecutorSettings]:
     """Room for ``calls`` tool calls in one step (the defaults allow 10)."""
     return (
@@ -228,8 +224,8 @@ def serve(args: argparse.Namespace) -> int:
     app = bosun_app(
         args.db, latency_ms=args.latency_ms, max_executors=args.max_executors, calls=args.calls
     )
-    loop, http = _loop_and_http()
-    signal.signal(signal.SIGTERM, _raise_exit)  # so the profile below is still written
+    loop, http = loop_and_http()
+    signal.signal(signal.SIGTERM, raise_exit)  # so the profile below is still written
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
@@ -251,10 +247,6 @@ def serve(args: argparse.Namespace) -> int:
             profiler.disable()
             profiler.dump_stats(args.profile)
     return 0
-
-
-def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
 
 
 # --------------------------------------------------------------------------------------
@@ -326,16 +318,6 @@ def check_turn(run: TurnRun, *, strategy: str, steps: int, calls: int, executors
     completed = run.data.get("step_completed", [])
     if len(completed) != steps or not all(s["ok"] for s in completed):
         raise RuntimeError(f"expected {steps} ok steps, got {completed}")
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of ``pid`` (all its threads); None where /proc is missing."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --------------------------------------------------------------------------------------
@@ -497,12 +479,6 @@ def specs(latency_ms: float) -> list[ServerSpec]:
     ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def start_server(
     spec: ServerSpec, workdir: Path, calls: int, secret: str, profile: Path | None
 ) -> Server:
@@ -532,31 +508,6 @@ def start_server(
         cwd=workdir,  # no stray bosun.toml from the caller's directory
     )
     return Server(spec=spec, process=process, port=port)
-
-
-def stop_server(server: Server) -> None:
-    """SIGTERM (uvicorn shuts down gracefully), then SIGKILL if it lingers."""
-    process = server.process
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-async def wait_ready(client: httpx.AsyncClient, server: Server) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"{server.spec.name} server exited with {server.process.returncode}")
-        with contextlib.suppress(httpx.TransportError):
-            response = await client.get(f"{server.base_url}/healthz", timeout=1.0)
-            if response.status_code == 200:
-                return
-        await asyncio.sleep(0.05)
-    raise RuntimeError(f"{server.spec.name} server not ready after {READY_TIMEOUT_S:.0f}s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -599,7 +550,7 @@ async def measure_http(
     timeout = httpx.Timeout(TURN_TIMEOUT_S, connect=5.0)
     async with httpx.AsyncClient(timeout=timeout) as client:
         for server in servers.values():
-            await wait_ready(client, server)
+            await wait_healthy(client, server.base_url, server.process, server.spec.name)
         plans: dict[str, list[TurnRun]] = {}
         workloads: tuple[tuple[str, ServerName, int], ...] = (
             ("parallel", "parallel", args.runs),
@@ -835,7 +786,7 @@ def report(http: HttpResults, steps: list[StepTimes], args: argparse.Namespace) 
     """Print the tables (unless --json); return the figures for the JSON line."""
     plan = plan_figures(http, args.latency_ms)
     overhead = overhead_figures(http, steps, args.calls)
-    loop, server_http = _loop_and_http()
+    loop, server_http = loop_and_http()
     if not args.json:
         print(
             f"plan_parallel: uvicorn ({loop}, {server_http}), one process per server, SQLite;"
@@ -924,7 +875,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.calls > MAX_CALLS or min(args.warmup, args.in_process_warmup, args.latency_ms) < 0:
         parser.error(f"--calls must be <= {MAX_CALLS}; the warm-ups and --latency-ms >= 0")
-    signal.signal(signal.SIGTERM, _raise_exit)  # so the finally below stops the servers
+    signal.signal(signal.SIGTERM, raise_exit)  # so the finally below stops the servers
     secret = secrets.token_urlsafe(48)
     token = mint_token(TokenConfig(secret), user="bench", org=ORG, role=ROLE, ttl_s=3600)
     profile = args.profile.resolve() if args.profile else None
@@ -942,7 +893,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         finally:
             for server in servers.values():
-                stop_server(server)
+                stop_process(server.process)
         steps = run_client(
             in_process(workdir, args.calls, args.in_process_reps, args.in_process_warmup)
         )

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import importlib.util
 import json
@@ -28,7 +27,6 @@ import os
 import platform
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,7 +37,6 @@ from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any, Literal, TypeVar, cast
 
 import httptools
@@ -47,12 +44,19 @@ import httpx
 from litestar import Litestar, get
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
+from _harness import (
+    HOST,
+    free_port,
+    loop_and_http,
+    process_cpu_s,
+    raise_exit,
+    stop_process,
+    wait_healthy,
+)
+
 DELTA = "x "
 DELTA_DATA = json.dumps({"delta": DELTA}, separators=(",", ":"))
-HOST = "127.0.0.1"
-READY_TIMEOUT_S = 30.0
 STREAM_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
 SECRET_ENV = "BOSUN_BENCH_JWT_SECRET"  # noqa: S105 (the variable's name, not a secret)
 ServerKind = Literal["bosun", "bare"]
 ClientKind = Literal["httpx", "raw"]
@@ -62,13 +66,6 @@ KINDS: tuple[ServerKind, ...] = ("bosun", "bare")
 # --------------------------------------------------------------------------------------
 # Server side: this file re-invoked with --serve, one process per server.
 # --------------------------------------------------------------------------------------
-
-
-def _loop_and_http() -> tuple[str, str]:
-    """uvloop and httptools when installed (uvicorn[standard]), else the pure-Python ones."""
-    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
-    return loop, http
 
 
 def _bosun_app(db_path: Path, deltas: int) -> Litestar:
@@ -125,10 +122,10 @@ def serve(kind: ServerKind, port: int, db_path: Path, deltas: int, profile: Path
     import uvicorn
 
     app = _bosun_app(db_path, deltas) if kind == "bosun" else _bare_app(deltas)
-    loop, http = _loop_and_http()
+    loop, http = loop_and_http()
     # uvicorn shuts down gracefully on SIGTERM, then re-raises it: make that an exception
     # here so the profile below is still written.
-    signal.signal(signal.SIGTERM, _raise_exit)
+    signal.signal(signal.SIGTERM, raise_exit)
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()
@@ -150,10 +147,6 @@ def serve(kind: ServerKind, port: int, db_path: Path, deltas: int, profile: Path
             profiler.disable()
             profiler.dump_stats(profile)
     return 0
-
-
-def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
 
 
 # --------------------------------------------------------------------------------------
@@ -279,16 +272,6 @@ def _round(value: float | None, digits: int) -> float | None:
 
 def _median(values: Iterator[float] | Sequence[float]) -> float:
     return float(statistics.median(list(values)))
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of ``pid`` (all its threads); None where /proc is missing."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def httpx_stream(client: httpx.AsyncClient, target: Target, deltas: int) -> StreamResult:
@@ -508,12 +491,6 @@ def run_client(main: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(main)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def start_server(
     kind: ServerKind, workdir: Path, deltas: int, secret: str, profile: Path | None
 ) -> Server:
@@ -539,31 +516,6 @@ def start_server(
         cwd=workdir,  # no stray bosun.toml from the caller's directory
     )
     return Server(kind=kind, process=process, port=port)
-
-
-def stop_server(server: Server) -> None:
-    """SIGTERM (uvicorn shuts down gracefully), then SIGKILL if it lingers."""
-    process = server.process
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-async def wait_ready(client: httpx.AsyncClient, server: Server) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"{server.kind} server exited with {server.process.returncode}")
-        with contextlib.suppress(httpx.TransportError):
-            response = await client.get(f"{server.base_url}/healthz", timeout=1.0)
-            if response.status_code == 200:
-                return
-        await asyncio.sleep(0.05)
-    raise RuntimeError(f"{server.kind} server not ready after {READY_TIMEOUT_S:.0f}s")
 
 
 def targets(servers: dict[ServerKind, Server], secret: str) -> dict[ServerKind, Target]:
@@ -595,7 +547,7 @@ async def measure(
     timeout = httpx.Timeout(STREAM_TIMEOUT_S, connect=5.0)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
         for server in servers.values():
-            await wait_ready(client, server)
+            await wait_healthy(client, server.base_url, server.process, server.kind)
         by_kind = targets(servers, secret)
         for kind in KINDS:
             for _ in range(args.warmup):
@@ -698,7 +650,7 @@ def _scenario_figures(
 
 def report(results: Results, args: argparse.Namespace) -> dict[str, Any]:
     """Print the tables (unless --json); return the figures for the JSON line."""
-    loop, http = _loop_and_http()
+    loop, http = loop_and_http()
     first = results[0][1]
     title = f"median of {args.rounds} rounds" if args.rounds > 1 else "1 round"
     lines = [
@@ -787,7 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--streams, --concurrency, --total, --deltas and --rounds must be >= 1")
     if args.warmup < 0:
         parser.error("--warmup must be >= 0")
-    signal.signal(signal.SIGTERM, _raise_exit)  # so the finally below stops the servers
+    signal.signal(signal.SIGTERM, raise_exit)  # so the finally below stops the servers
     secret = secrets.token_urlsafe(48)
     profile = args.profile.resolve() if args.profile else None
     with tempfile.TemporaryDirectory(prefix="bosun-bench-") as workdir:
@@ -803,7 +755,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         finally:
             for server in servers.values():
-                stop_server(server)
+                stop_process(server.process)
     print(json.dumps(report(results, args), separators=(",", ":")))
     if profile is not None:
         print(f"profile of the bosun server written to {profile}", file=sys.stderr)

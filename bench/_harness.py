@@ -1,0 +1,74 @@
+"""What the benchmarks share: ports, uvicorn's fast loop, server processes, /proc CPU time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import FrameType
+
+import httpx
+
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+def loop_and_http() -> tuple[str, str]:
+    """uvloop and httptools when installed (uvicorn[standard]), else the pure-Python ones."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return loop, http
+
+
+def raise_exit(signum: int, _frame: FrameType | None) -> None:
+    """A SIGTERM handler that unwinds (so ``finally`` blocks and profiles still run)."""
+    raise SystemExit(128 + signum)
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` (all its threads); None where /proc is missing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (uvicorn shuts down gracefully), then SIGKILL if it lingers."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def wait_healthy(
+    client: httpx.AsyncClient, base_url: str, process: subprocess.Popen[bytes], name: str
+) -> None:
+    """Poll ``/healthz`` until it answers 200; fail early if the server process died."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} server exited with {process.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            response = await client.get(f"{base_url}/healthz", timeout=1.0)
+            if response.status_code == 200:
+                return
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"{name} server not ready after {READY_TIMEOUT_S:.0f}s")
