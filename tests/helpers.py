@@ -24,7 +24,14 @@ async def stream_turn(
     client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]
 ) -> list[Frame]:
     """POST /v1/chat/stream and read every frame to the end of the stream."""
-    async with aconnect_sse(client, "POST", "/v1/chat/stream", json=body, headers=headers) as es:
+    return await stream_post(client, "/v1/chat/stream", body, headers)
+
+
+async def stream_post(
+    client: httpx.AsyncClient, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> list[Frame]:
+    """POST ``body`` to an SSE route and read every frame to the end of the stream."""
+    async with aconnect_sse(client, "POST", path, json=body, headers=headers) as es:
         assert es.response.status_code == 200, await es.response.aread()
         return [Frame(int(s.id), s.event, json.loads(s.data)) async for s in es.aiter_sse()]
 

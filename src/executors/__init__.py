@@ -3,12 +3,14 @@
 ``run_plan`` schedules a plan's steps (concurrently where dependencies allow) and runs
 each with ``run_step``, a bounded tool loop; ``merge`` writes a ``complex`` plan's answer.
 A step that needs the user comes back ``Suspended``; ``pending_events`` gives the
-``confirmation_pending``/``disambiguation_pending`` events. ``repair_transcript`` is the
-replay-integrity guard run before every executor model call. See docs/executors.md.
+``confirmation_pending``/``disambiguation_pending`` events, ``suspension_event`` the log
+event a resume starts from (``restore``, then ``run_plan(resume=...)``).
+``repair_transcript`` is the replay-integrity guard run before every executor model call.
+See docs/executors.md.
 """
 
 from executors._config import Emit, ExecutorKit, ExecutorLimits, ToolRunnerLike, TurnScope
-from executors._loop import run_step
+from executors._loop import resume_step, run_step
 from executors._merge import MERGE_PROMPT, MergeResult, merge
 from executors._prompt import EXECUTOR_PROMPT, dependency_item
 from executors._replay import REPLAY_VIOLATION, Repair, repair_transcript
@@ -28,6 +30,7 @@ from executors._schedule import (
     executor_id,
     run_plan,
 )
+from executors._snapshot import restore, suspension_event
 from executors._state import WRAP_UP_SHARE
 
 __all__ = [
@@ -56,6 +59,9 @@ __all__ = [
     "merge",
     "pending_events",
     "repair_transcript",
+    "restore",
+    "resume_step",
     "run_plan",
     "run_step",
+    "suspension_event",
 ]

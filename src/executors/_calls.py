@@ -40,12 +40,32 @@ async def run_tools(
     verdicts = [_check(state, env, call) for call in step.calls]
     if any(_needs(v) for v in verdicts):
         return await _suspend(env, step.calls, verdicts)
-    results: list[ToolResult] = []
-    for index, (call, verdict) in enumerate(zip(step.calls, verdicts, strict=True)):
+    return await _in_order(state, env, step.calls, verdicts, [])
+
+
+async def resume_tools(
+    state: StepState, env: StepEnv, calls: Sequence[ToolCall], done: Sequence[ToolResult]
+) -> CallModel | WrapUp | Suspend | Finish:
+    """Run the calls a suspended message left (``done`` are those that had run), now that
+    the user has answered: the runner settles each from its records (an approval runs the
+    call, a rejection or a pick is replayed), the rest run as usual; then the loop goes on."""
+    verdicts = [_check(state, env, call) for call in calls]
+    return await _in_order(state, env, calls, verdicts, list(done))
+
+
+async def _in_order(
+    state: StepState,
+    env: StepEnv,
+    calls: Sequence[ToolCall],
+    verdicts: Sequence[Verdict],
+    results: list[ToolResult],
+) -> CallModel | WrapUp | Suspend | Finish:
+    """Run ``calls`` in order, appending their results after ``results`` as one message."""
+    for index, (call, verdict) in enumerate(zip(calls, verdicts, strict=True)):
         outcome = await _execute(state, env, call, verdict)
         if outcome.needs is not None:  # the runner asked for the user after all
             first = _pending(call, verdict, outcome.needs)
-            rest = zip(step.calls[index + 1 :], verdicts[index + 1 :], strict=True)
+            rest = zip(calls[index + 1 :], verdicts[index + 1 :], strict=True)
             pending = (first, *(_pending(c, v, _needs(v)) for c, v in rest))
             return Suspend(pending=pending, results=tuple(results))
         results.append(_result(state, env, outcome))

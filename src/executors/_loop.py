@@ -9,12 +9,12 @@ turns how it ended into a ``StepResult`` or a ``Suspended``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import aclosing
 from typing import assert_never
 
 from context import Item, executor_request
-from executors._calls import close_in_flight, refuse_all, run_tools
+from executors._calls import close_in_flight, refuse_all, resume_tools, run_tools
 from executors._config import Emit, ExecutorKit, TurnScope
 from executors._prompt import build_prompt
 from executors._replay import guard_transcript
@@ -64,6 +64,44 @@ async def run_step(
     registered (a validated plan's are); ``data`` fills the data section, most important
     first.
     """
+    state = _fresh_state(step, kit, data)
+    emit(ContextBudget(role="executor", report=state.prompt.report.to_dict(), step_id=step.id))
+    env = StepEnv(step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer)
+    return await _bounded(step.id, state, env, _first_turn(state, env))
+
+
+async def resume_step(
+    step: PlannedStep,
+    suspended: Suspended,
+    *,
+    kit: ExecutorKit,
+    scope: TurnScope,
+    emit: Emit,
+    data: Sequence[Item] = (),
+    final_answer: bool = False,
+) -> StepOutcome:
+    """Go on with a step that ``suspended`` once the user has answered its pending calls.
+
+    The prompt is rebuilt from the same step and ``data`` (so it is the same prompt), the
+    transcript and counters come from ``suspended``; the pending calls then run in message
+    order through the runner, which knows from its records what the user approved,
+    rejected or picked, and the loop continues. The wall-time bound starts afresh: the
+    user's thinking time is not the step's. Usage counts from zero again, so what this
+    returns is what the resumed part spent (``tokens`` and ``tool_calls`` are the step's
+    totals).
+    """
+    state = _fresh_state(step, kit, data)
+    state.messages = list(suspended.messages)
+    state.tool_calls = suspended.tool_calls
+    state.model_turns = suspended.model_turns
+    state.log = list(suspended.log)
+    state.earlier_tokens = suspended.tokens
+    env = StepEnv(step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer)
+    calls = tuple(ToolCall(id=p.tool_use_id, name=p.tool, input=p.input) for p in suspended.pending)
+    return await _bounded(step.id, state, env, resume_tools(state, env, calls, suspended.results))
+
+
+def _fresh_state(step: PlannedStep, kit: ExecutorKit, data: Sequence[Item]) -> StepState:
     prompt = build_prompt(
         step_id=step.id,
         goal=step.goal,
@@ -72,19 +110,24 @@ async def run_step(
         budget=kit.budget,
         counter=kit.counter,
     )
-    emit(ContextBudget(role="executor", report=prompt.report.to_dict(), step_id=step.id))
     started = now()
-    state = StepState(
+    return StepState(
         prompt=prompt,
         max_calls=min(kit.limits.max_tool_calls, step.max_tool_calls),
         started=started,
         deadline=started + kit.limits.wall_time_s,
     )
-    env = StepEnv(step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer)
+
+
+async def _bounded(
+    step_id: str, state: StepState, env: StepEnv, first: Awaitable[NextStep]
+) -> StepOutcome:
+    """Run the loop from ``first`` under the wall-time deadline; say how the step ended."""
+    kit = env.kit
     deadline = asyncio.timeout_at(state.deadline)
     try:
         async with deadline:
-            end = await drive(state, env)
+            end = await drive(state, env, await first)
     except TimeoutError:
         if not deadline.expired():
             raise  # not ours: a TimeoutError escaping a handler is a bug to surface
@@ -95,12 +138,18 @@ async def run_step(
         # The turn was cancelled: a tool cut off mid-run still gets its end, then stop.
         close_in_flight(state, env, "Stopped: the turn was cancelled.", code="cancelled")
         raise
-    return _outcome(step.id, state, end)
+    return _outcome(step_id, state, end)
 
 
-async def drive(state: StepState, env: StepEnv) -> Suspend | Finish:
-    """The loop: dispatch on the next step until the step suspends or finishes."""
-    step: NextStep = next_turn(state, env, now())
+async def _first_turn(state: StepState, env: StepEnv) -> NextStep:
+    return next_turn(state, env, now())
+
+
+async def drive(state: StepState, env: StepEnv, step: NextStep | None = None) -> Suspend | Finish:
+    """The loop: dispatch on the next step (by default, a model call) until the step
+    suspends or finishes."""
+    if step is None:
+        step = next_turn(state, env, now())
     while True:
         match step:
             case CallModel() | WrapUp():
@@ -189,7 +238,8 @@ def _outcome(step_id: str, state: StepState, end: Suspend | Finish) -> StepOutco
         case Suspend(pending=pending, results=results):
             return Suspended(
                 step_id=step_id, pending=pending, results=results,
-                tool_calls=state.tool_calls, tokens=state.tokens, usage=state.usage,
+                tool_calls=state.tool_calls, model_turns=state.model_turns,
+                log=tuple(state.log), tokens=state.tokens, usage=state.usage,
                 cost_usd_micros=state.cost_usd_micros, model=state.model,
                 duration_ms=duration_ms, messages=tuple(state.messages),
                 budget=state.prompt.report,

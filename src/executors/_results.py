@@ -68,13 +68,16 @@ class Suspended:
 
     ``pending`` are the calls still to resolve or run; ``results`` the results of calls of
     the same message that already ran (they precede ``pending``), so a resume can send the
-    message's results together. ``messages`` ends with the assistant message that asked.
+    message's results together. ``messages`` ends with the assistant message that asked;
+    with the counters, it is what ``resume_step`` goes on from.
     """
 
     step_id: str
     pending: tuple[PendingCall, ...]
     results: tuple[ToolResult, ...] = ()
     tool_calls: int = 0
+    model_turns: int = 0
+    log: tuple[str, ...] = ()  # the loop's "tool ok" lines, for a partial summary later
     tokens: int = 0
     usage: TokenUsage = field(default_factory=TokenUsage)
     cost_usd_micros: int = 0

@@ -14,7 +14,7 @@ from typing import assert_never
 
 from context import Item
 from executors._config import Emit, ExecutorKit, TurnScope
-from executors._loop import run_step
+from executors._loop import resume_step, run_step
 from executors._prompt import dependency_item
 from executors._results import StepOutcome, StepResult, Suspended
 from planner import Plan, PlannedStep
@@ -70,6 +70,7 @@ async def run_plan(
     emit: Emit,
     concurrency: int = 3,
     data: Sequence[Item] = (),
+    resume: PlanSuspended | None = None,
 ) -> PlanOutcome:
     """Run ``plan``'s steps, at most ``min(plan.executors, concurrency)`` at a time.
 
@@ -77,13 +78,26 @@ async def run_plan(
     shared by every step). A ``tool`` plan's single step streams its text as the turn's
     answer (``text_delta`` without ``step_id``); a ``complex`` plan's steps stream with
     their ``step_id`` and ``merge`` writes the answer. A ``simple`` plan has no steps.
+
+    With ``resume`` (the plan's earlier, suspended run, its pending calls now answered)
+    the finished steps stand, the suspended ones go on (``resume_step``) and the rest
+    start as their dependencies complete; ``results`` then include the earlier ones.
     """
     cap = max(1, min(plan.executors, concurrency))
     final_answer = plan.strategy == "tool"
     order = {step.id: index for index, step in enumerate(plan.steps)}
-    finished: dict[str, StepResult] = {}
+    steps = {step.id: step for step in plan.steps}
+    finished: dict[str, StepResult] = {r.step_id: r for r in resume.results} if resume else {}
     suspended: list[Suspended] = []
     running: dict[asyncio.Task[StepOutcome], str] = {}
+    for paused in resume.suspended if resume else ():
+        step = steps[paused.step_id]
+        items = [*_dependency_data(plan, step, finished), *data]
+        job = resume_step(
+            step, paused, kit=kit, scope=scope, emit=emit, data=items,
+            final_answer=final_answer,
+        )  # fmt: skip
+        running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
     try:
         while True:
             if not suspended:

@@ -90,11 +90,13 @@ class StepState:
     streamed: bool = False
     log: list[str] = field(default_factory=list)  # "members.search ok", for partial summaries
     in_flight: str | None = None  # a tool_use_id started and not completed
+    earlier_tokens: int = 0  # spent before a suspension, when this state resumed a step
 
     @property
     def tokens(self) -> int:
         u = self.usage
-        return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        spent = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        return self.earlier_tokens + spent
 
 
 def now() -> float:

@@ -148,6 +148,18 @@ class Sessions:
             )
             return [TurnRecord(**row._asdict()) for row in result]
 
+    async def resume_turn(self, turn_id: str) -> bool:
+        """Mark a ``suspended`` turn ``running`` again; returns whether this call did (of two
+        concurrent resumes exactly one wins)."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(TurnRow)
+                .where(TurnRow.id == turn_id, TurnRow.status == "suspended")
+                .values(status="running", finished_at=None)
+                .returning(TurnRow.id)
+            )
+            return result.first() is not None
+
     async def running_turns(self, session_id: str | None = None) -> list[TurnRecord]:
         query = select(*_TURN_COLUMNS).where(TurnRow.status == "running")
         if session_id is not None:

@@ -1,10 +1,12 @@
 """Tool executions: one row per tool use, written before the tool runs and after it.
 
 The row is the runner's memory across crashes, suspensions and resumes: ``pending``
-before the handler runs (or while a human decides), then ``succeeded`` / ``failed``, or
-``rejected_by_user``. Its ``idempotency_key`` (``turn_id:tool_use_id``) is unique, so a
-resumed turn finds what already ran instead of running a write twice. Undo does not add
-a status: the original stays ``succeeded`` and its ``inverse`` gains ``undone_by``.
+before the handler runs (or while a human decides), ``approved`` once a human said yes
+and before the resumed turn runs it, then ``succeeded`` / ``failed``, or
+``rejected_by_user``. A picker's row is ``succeeded`` with the user's pick as output.
+Its ``idempotency_key`` (``turn_id:tool_use_id``) is unique, so a resumed turn finds
+what already ran instead of running a write twice. Undo does not add a status: the
+original stays ``succeeded`` and its ``inverse`` gains ``undone_by``.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store._db import Database
 from store._models import ToolExecutionRow, utcnow
 
-ExecutionStatus = Literal["pending", "succeeded", "failed", "rejected_by_user"]
+ExecutionStatus = Literal["pending", "approved", "succeeded", "failed", "rejected_by_user"]
 Finished = Literal["succeeded", "failed"]
+Resolution = Literal["approved", "rejected_by_user", "succeeded"]
+_RUNNABLE = ("pending", "approved")
 
 _COLUMNS = (
     ToolExecutionRow.tool_use_id,
@@ -187,15 +191,15 @@ class ToolExecutions:
         error: dict[str, Any] | None = None,
         inverse: dict[str, Any] | None = None,
     ) -> ToolExecutionRecord | None:
-        """Record how a ``pending`` execution ended. Returns ``None`` if it was not pending
-        (someone else settled it first: the stored result stands)."""
+        """Record how a ``pending`` (or ``approved``) execution ended. Returns ``None`` if it
+        was neither (someone else settled it first: the stored result stands)."""
         async with self._db.write() as conn:
             row = (
                 await conn.execute(
                     update(ToolExecutionRow)
                     .where(
                         ToolExecutionRow.tool_use_id == tool_use_id,
-                        ToolExecutionRow.status == "pending",
+                        ToolExecutionRow.status.in_(_RUNNABLE),
                     )
                     .values(
                         status=status,
@@ -249,6 +253,39 @@ class ToolExecutions:
                 )
             ).one()
         return ToolExecutionRecord(**row._asdict())
+
+    async def resolve(
+        self,
+        tool_use_id: str,
+        *,
+        session_id: str,
+        status: Resolution,
+        output: Any = None,
+        error: dict[str, Any] | None = None,
+    ) -> bool:
+        """Record a human's answer to a ``pending`` call of ``session_id``: ``approved`` (it
+        runs when the turn resumes), ``rejected_by_user`` (with ``error``) or, for a picker,
+        ``succeeded`` with the pick as ``output``. Only a pending row changes, in one
+        conditional update, so of two concurrent answers exactly one wins: returns whether
+        this one did."""
+        done = status != "approved"
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(ToolExecutionRow)
+                .where(
+                    ToolExecutionRow.tool_use_id == tool_use_id,
+                    ToolExecutionRow.session_id == session_id,
+                    ToolExecutionRow.status == "pending",
+                )
+                .values(
+                    status=status,
+                    output=_json(output),
+                    error=_json(error),
+                    completed_at=utcnow() if done else None,
+                )
+                .returning(ToolExecutionRow.tool_use_id)
+            )
+            return result.first() is not None
 
     async def mark_undone(self, tool_use_id: str, *, undone_by: str) -> bool:
         """Link a succeeded, undoable execution to the execution that undid it. Returns

@@ -178,6 +178,35 @@ class DisambiguationPending:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResolved:
+    """A user answered a pending call: ``approved`` or ``rejected`` a confirmation, or
+    ``picked`` candidate ``picked_id``. The turn resumes once every pending call is."""
+
+    tool_use_id: str
+    decision: Literal["approved", "rejected", "picked"]
+    picked_id: str | None = None
+    type: Literal["tool_resolved"] = "tool_resolved"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnSuspended:
+    """Operator-only (never streamed): what a suspended turn resumes from. ``plan`` is the
+    plan being run, ``results`` its finished steps, ``steps`` the suspended ones (their
+    transcripts, pending calls and counters), ``not_started`` the ids of the rest. Written
+    and read by ``executors.suspension_event`` / ``executors.restore``."""
+
+    plan: dict[str, Any]
+    results: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+    not_started: list[str] = field(default_factory=list)
+    type: Literal["turn_suspended"] = "turn_suspended"
+
+
+INTERNAL_EVENTS = frozenset({"turn_suspended"})
+"""Event types kept in the log for the server and operators, left out of SSE streams."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MessageDone:
     message_id: str
     stop_reason: str
@@ -229,6 +258,8 @@ Event = Annotated[
     | ReplayViolation
     | ConfirmationPending
     | DisambiguationPending
+    | ToolResolved
+    | TurnSuspended
     | MessageDone
     | Usage
     | Error

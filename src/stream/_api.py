@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import weakref
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +32,20 @@ class StreamConfig:
     shutdown_grace_s: float = 5.0
 
 
+class SessionLocks:
+    """One lock per session, so a session's user actions (resolving pending tool calls and
+    resuming the turn) happen one at a time in this process. Unused locks are dropped."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def __call__(self, session_id: str) -> asyncio.Lock:
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = self._locks[session_id] = asyncio.Lock()
+        return lock
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Services:
     store: Store
@@ -37,6 +53,7 @@ class Services:
     models: ModelResolver
     config: StreamConfig
     kit: TurnKit
+    locks: SessionLocks = field(default_factory=SessionLocks)
 
 
 class ChatRequest(BaseModel):

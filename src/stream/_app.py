@@ -10,9 +10,10 @@ from litestar.di import Provide
 from litestar.middleware.base import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.plugins.pydantic import PydanticPlugin
 
 from store import Store
-from stream import _actions, _budget, _keys, _plan, _routes
+from stream import _actions, _budget, _keys, _plan, _resolve, _routes
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._errors import EXCEPTION_HANDLERS
@@ -29,6 +30,8 @@ ROUTES = [
     _routes.session_events,
     _routes.session_stream,
     _budget.session_budget,
+    _resolve.confirm_tool,
+    _resolve.pick_candidate,
     _actions.undo_tool,
     _actions.cancel_turns,
     _routes.healthz,
@@ -69,6 +72,8 @@ def create_app(
         dependencies={"services": Provide(lambda: services, sync_to_thread=False, use_cache=True)},
         middleware=[DefineMiddleware(BearerAuthMiddleware, config=config.tokens)],
         exception_handlers=EXCEPTION_HANDLERS,
+        # Bodies are validated strictly: a lax "yes" must not count as {"approved": true}.
+        plugins=[PydanticPlugin(validate_strict=True)],
         request_max_body_size=config.max_body_bytes,
         logging_config=None,  # the composition root configures structlog
         on_startup=[on_startup],

@@ -31,6 +31,9 @@ ErrorCode = Literal[
     "not_undoable",
     "no_inverse",
     "already_undone",
+    "tool_already_resolved",
+    "tool_superseded",
+    "invalid_pick",
     "internal",
 ]
 _log = structlog.get_logger("bosun.http")

@@ -1,8 +1,9 @@
 """The execution phase of a turn: run a plan's steps with tools, then write the answer.
 
 ``tool`` plans stream their executor's answer; ``complex`` plans end with a merge call.
-A step that needs the user suspends the turn: its pending calls are announced
-(``confirmation_pending`` / ``disambiguation_pending``) and the turn ends ``suspended``.
+A step that needs the user suspends the turn: the suspension is logged (``turn_suspended``,
+operator-only), its pending calls are announced (``confirmation_pending`` /
+``disambiguation_pending``) and the turn ends ``suspended``; ``stream._resolve`` resumes it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from executors import (
     merge,
     pending_events,
     run_plan,
+    suspension_event,
 )
 from planner import Plan
 from providers import Model, StopReason, TokenUsage
@@ -47,8 +49,14 @@ async def execute_plan(
     view: History,
     knowledge: Sequence[tuple[str, str]],
     emit: Emit,
+    resume: PlanSuspended | None = None,
 ) -> Executed:
-    """Run ``plan`` (a ``tool`` or ``complex`` one) and stream its answer."""
+    """Run ``plan`` (a ``tool`` or ``complex`` one) and stream its answer; with ``resume``,
+    go on from its suspended run (``spent`` then counts only what the resumed part spent).
+
+    On suspension the ``turn_suspended`` event (what a resume reads back from the log)
+    precedes the pending events, so a client that sees them can already resolve them.
+    """
     assert kit.tools is not None, "plans with steps need a tool registry"
     executors = ExecutorKit(
         model=executor,
@@ -66,10 +74,17 @@ async def execute_plan(
         emit=emit,
         concurrency=kit.plan_limits.max_executors,
         data=data,
+        resume=resume,
     )
-    spent = [("executor", r.model, r.usage) for r in outcome.results if r.model]
+    earlier = {r.step_id for r in resume.results} if resume else set()
+    spent = [
+        ("executor", r.model, r.usage)
+        for r in outcome.results
+        if r.model and r.step_id not in earlier
+    ]
     if isinstance(outcome, PlanSuspended):
         spent += [("executor", s.model, s.usage) for s in outcome.suspended if s.model]
+        emit(suspension_event(plan, outcome))
         for waiting in outcome.suspended:
             for event in pending_events(waiting):
                 emit(event)

@@ -90,7 +90,7 @@ async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequ
     )
 
 
-def _sse(
+def sse_stream(
     services: Services, session_id: str, *, after: int = 0, turn_id: str | None = None
 ) -> Stream:
     frames = tail(
@@ -112,7 +112,7 @@ async def chat_stream(
     data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep
 ) -> Stream:
     handle = await _start_turn(services, request, data)
-    return _sse(services, handle.session_id, turn_id=handle.turn_id)
+    return sse_stream(services, handle.session_id, turn_id=handle.turn_id)
 
 
 @post("/v1/chat", status_code=200, summary="Send a user turn; wait for its end")
@@ -233,7 +233,7 @@ async def session_stream(
                 f"Last-Event-ID must be a sequence number, not {last_event_id!r}",
             )
         cursor = int(last_event_id)
-    return _sse(services, record.id, after=cursor or 0)
+    return sse_stream(services, record.id, after=cursor or 0)
 
 
 @get("/healthz", summary="Liveness and database reachability")

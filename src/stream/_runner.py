@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from executors import PlanSuspended
+from planner import Plan
 from store import Store, TurnRecord
 from store.events import Done, Error, SessionStarted, TurnStatus, UserMessage
 from stream._auth import Role
@@ -74,13 +76,49 @@ class TurnRunner:
             turn_id=turn.turn_id,
             trace_id=trace_id,
         )
+        return self._launch(turn)
+
+    def resume(
+        self,
+        turn: TurnRecord,
+        *,
+        opening: UserMessage,
+        org_id: str,
+        user_id: str,
+        role: Role,
+        models: TurnRoleModels,
+        suspended: tuple[Plan, PlanSuspended],
+    ) -> TurnHandle:
+        """Run a suspended turn on from ``suspended`` (read back from its log), in the
+        background. The caller has marked it running again (``Sessions.resume_turn``).
+        ``opening`` is the turn's ``user_message``; the answer keeps its message id."""
+        return self._launch(
+            Turn(
+                session_id=turn.session_id,
+                turn_id=turn.id,
+                trace_id=turn.trace_id,
+                org_id=org_id,
+                user_id=user_id,
+                role=role,
+                message_id=opening.message_id,
+                text=opening.text,
+                model=models.answer,
+                planner=models.planner,
+                summariser=models.summariser,
+                executor=models.executor,
+                timeout_s=self._turn_timeout_s,
+                resume=suspended,
+            )
+        )
+
+    def _launch(self, turn: Turn) -> TurnHandle:
         task = asyncio.create_task(
             run_turn(self._store, turn, self._kit), name=f"turn-{turn.turn_id}"
         )
         self._tasks[turn.turn_id] = task
-        self._sessions[turn.turn_id] = session_id
+        self._sessions[turn.turn_id] = turn.session_id
         task.add_done_callback(lambda _: self._forget(turn.turn_id))
-        return TurnHandle(session_id=session_id, turn_id=turn.turn_id, trace_id=trace_id)
+        return TurnHandle(session_id=turn.session_id, turn_id=turn.turn_id, trace_id=turn.trace_id)
 
     def _forget(self, turn_id: str) -> None:
         self._tasks.pop(turn_id, None)

@@ -12,6 +12,7 @@ import json
 from collections.abc import AsyncIterator
 
 from store import Store, StoredEvent
+from store.events import INTERNAL_EVENTS
 
 KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -34,7 +35,7 @@ async def tail(
 
     With ``turn_id`` the stream carries that turn's events and ends at its ``done``.
     Without, it carries every event and ends once it has caught up and no turn of the
-    session is running.
+    session is running. Operator-only events (``INTERNAL_EVENTS``) are never sent.
     """
     cursor = after
     with store.log.notifier.listen(session_id) as wake:
@@ -44,7 +45,9 @@ async def tail(
             if events:
                 # One chunk per read: the transport and the client pay per chunk, not per frame.
                 ends = turn_id is not None and events[-1].type == "done"
-                yield b"".join(encode_frame(e) for e in events)
+                frames = b"".join(encode_frame(e) for e in events if e.type not in INTERNAL_EVENTS)
+                if frames:
+                    yield frames
                 cursor = events[-1].seq
                 if ends:
                     return
@@ -52,7 +55,8 @@ async def tail(
             if turn_id is None and not await store.sessions.running_turns(session_id):
                 # A turn's done and its closing commit together: one more read is complete.
                 for event in await store.log.read(session_id, after=cursor):
-                    yield encode_frame(event)
+                    if event.type not in INTERNAL_EVENTS:
+                        yield encode_frame(event)
                 return
             try:
                 await asyncio.wait_for(wake.wait(), timeout=keepalive_s)

@@ -23,7 +23,7 @@ from context import (
     needs_compression,
     render_message,
 )
-from executors import TurnScope
+from executors import PlanSuspended, TurnScope
 from planner import Plan
 from providers import Model, ModelError, TokenUsage, cost_usd_micros
 from store import EventLog, Store, UsageRecord
@@ -91,6 +91,7 @@ class Turn:
     summariser: Model | None = None
     executor: Model | None = None  # runs plan steps with tools
     timeout_s: float = 300.0
+    resume: tuple[Plan, PlanSuspended] | None = None  # go on from a suspension, no planning
 
 
 class BatchingAppender:
@@ -178,7 +179,10 @@ async def _run(
     spent: dict[str, tuple[TokenUsage, int]] = {}
     loaded: list[ContextLoaded] = []
     plan: Plan | None = None
-    if turn.planner is not None:
+    paused: PlanSuspended | None = None
+    if turn.resume is not None:  # this turn's plan and loads are in the log already
+        plan, paused = turn.resume
+    elif turn.planner is not None:
         outcome = await plan_turn(kit, turn.planner, turn.text, role=turn.role, view=view, log=log)
         for event in plan_events(outcome):
             out.add(event)
@@ -208,6 +212,7 @@ async def _run(
             view=view,
             knowledge=knowledge(log, loaded),
             emit=out.add,
+            resume=paused,
         )
         for role, used_model, usage in executed.spent:
             await _spend(store, turn, spent, role, used_model, usage)
@@ -226,7 +231,7 @@ async def _run(
         completion = reply.completion
         await _spend(store, turn, spent, "merger", completion.model, completion.usage)
         status, stop_reason = "completed", completion.stop_reason
-    if turn.summariser is not None:
+    if turn.summariser is not None and turn.resume is None:  # the first part did upkeep
         for event in await _upkeep(store, kit, turn, turn.summariser, view, spent):
             out.add(event)
     done = (

@@ -4,6 +4,7 @@ policies (validation, roles, capabilities, confirmation, timeouts, recorded exec
 undo), and the demo toolset (``tools.demo``).
 """
 
+from tools._executions import rejection
 from tools._registry import (
     ALL_ROLES,
     Category,
@@ -46,4 +47,5 @@ __all__ = [
     "ToolRunner",
     "UnknownToolError",
     "record_audit",
+    "rejection",
 ]

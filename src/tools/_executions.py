@@ -244,6 +244,15 @@ def settled_outcome(
     return None
 
 
+def rejection(tool: str) -> ToolFailure:
+    """What the model sees for a call the user declined."""
+    return ToolFailure(
+        code="rejected_by_user",
+        message=f"The user declined to run {tool}; nothing was done",
+        hint="Do not retry it; ask the user what they would like instead",
+    )
+
+
 def replayed(row: ToolExecutionRecord) -> ToolOutcome:
     """The outcome a recorded, settled execution stands for (nothing runs)."""
     error = None

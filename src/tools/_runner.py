@@ -31,6 +31,7 @@ from tools._executions import (
     logged,
     output_of,
     refused,
+    rejection,
     replayed,
     row_of,
     settled_outcome,
@@ -149,7 +150,8 @@ class ToolRunner:
         A call already recorded as succeeded (or rejected) under this turn's key is not
         run again: its stored outcome is returned, so a resumed turn never repeats a
         write. A call that waits for a human is recorded ``pending``, so it survives a
-        restart; ``approved=True`` (the user said yes) lets a confirmed tool run.
+        restart; a recorded approval (``ToolExecutions.resolve``), or ``approved=True`` (the
+        caller is the user's own request, as undo is), lets a confirmed tool run.
         """
         admitted = self._admit(call, ctx.role)
         if isinstance(admitted, ToolOutcome):
@@ -160,6 +162,8 @@ class ToolRunner:
         existing = await executions.by_key(key)
         if existing is not None and (settled := settled_outcome(existing, call, tool)):
             return logged(call, settled)
+        # A recorded approval is bound to this exact call (``settled_outcome`` checked it).
+        approved = approved or (existing is not None and existing.status == "approved")
         needs = _needs(tool, approved=approved)
         if needs is not None:
             if existing is None:
@@ -271,11 +275,7 @@ class ToolRunner:
         """Record that the user declined a pending call; the model gets ``rejected_by_user``.
         A call that already ran keeps (and returns) its real outcome."""
         name = self.registry.get(call.name).name if call.name in self.registry else call.name
-        failure = ToolFailure(
-            code="rejected_by_user",
-            message=f"The user declined to run {name}; nothing was done",
-            hint="Do not retry it; ask the user what they would like instead",
-        )
+        failure = rejection(name)
         row = await self.store.tool_executions.mark_rejected(
             tool_use_id=call.tool_use_id,
             session_id=call.session_id,

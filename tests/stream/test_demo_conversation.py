@@ -8,40 +8,53 @@ from sqlalchemy import text
 
 from bosun.app import build_models
 from bosun.settings import Settings
-from conftest import ServerFactory
-from helpers import stream_turn, types
-from tools.demo import seed_demo
+from conftest import Server, ServerFactory
+from helpers import stream_post, stream_turn, types
+from tools.demo import seed_demo, seed_id
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
+ORG = "dev-org"  # the script names its seeded records
+ENGINE = seed_id(ORG, "wo", 4)
 
 
-async def test_the_demo_plans_runs_steps_in_parallel_writes_and_asks_to_confirm(
+async def intro_workouts(server: Server) -> list[str]:
+    async with server.store.db.read() as conn:
+        query = text("SELECT title FROM workouts WHERE title LIKE 'Intro strength%'")
+        return list((await conn.execute(query)).scalars())
+
+
+async def test_the_demo_plans_runs_steps_in_parallel_writes_undoes_and_confirms(
     make_server: ServerFactory,
 ) -> None:
     models = build_models(Settings(models={"default": f"scripted:{DEMO}"}))  # type: ignore[arg-type]
     async with make_server(models) as server:
-        await seed_demo(server.store, "acme")
-        headers = server.auth(role="owner")
+        await seed_demo(server.store, ORG)
+        headers = server.auth(org=ORG, role="owner")
         first = await stream_turn(
             server.client, {"message": "Set Sam Rivera up with an intro workout"}, headers
         )
         session = {"session_id": first[0].data["session_id"]}
-        second = await stream_turn(
-            server.client, {"message": "Actually, delete that workout", **session}, headers
+        workouts = await intro_workouts(server)
+        undo = await server.client.post(
+            f"/v1/sessions/{session['session_id']}/undo/toolu_create_workout", headers=headers
         )
+        workouts_after_undo = await intro_workouts(server)
+        second = await stream_turn(
+            server.client, {"message": "Delete the Engine builder workout", **session}, headers
+        )
+        approved = await stream_post(
+            server.client,
+            f"/v1/sessions/{session['session_id']}/confirm/toolu_delete_workout",
+            {"approved": True},
+            headers,
+        )
+        async with server.store.db.read() as conn:
+            engine_left = await conn.scalar(
+                text("SELECT count(*) FROM workouts WHERE id = :id"), {"id": ENGINE}
+            )
         detail = (
             await server.client.get(f"/v1/sessions/{session['session_id']}", headers=headers)
         ).json()
-        async with server.store.db.read() as conn:
-            workouts = (
-                (
-                    await conn.execute(
-                        text("SELECT title FROM workouts WHERE title LIKE 'Intro strength%'")
-                    )
-                )
-                .scalars()
-                .all()
-            )
 
     plan = next(f.data for f in first if f.event == "plan_created")
     assert plan["strategy"] == "complex" and [s["id"] for s in plan["steps"]] == ["s1", "s2", "s3"]
@@ -68,6 +81,13 @@ async def test_the_demo_plans_runs_steps_in_parallel_writes_and_asks_to_confirm(
     confirmation = next(f.data for f in second if f.event == "confirmation_pending")
     assert (confirmation["tool"], confirmation["input"]) == (
         "workouts.delete",
-        {"workout_id": "wo_demo"},
+        {"workout_id": ENGINE},
     )
     assert second[-1].data["status"] == "suspended"
+    assert undo.status_code == 200 and undo.json()["ok"] is True
+    assert workouts_after_undo == []
+    assert [f.event for f in approved][:3] == ["tool_resolved", "tool_started", "tool_completed"]
+    assert approved[2].data["ok"] is True and engine_left == 0
+    said = "".join(f.data["delta"] for f in approved if f.event == "text_delta")
+    assert said == "Deleted the Engine builder workout."
+    assert approved[-1].data["status"] == "completed"

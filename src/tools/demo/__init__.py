@@ -5,8 +5,8 @@ tasks) on Bosun's own database, so ``bosun serve`` does something real out of th
 ``profile`` / ``schedule`` / ``recent_activity`` fetch the context the planner preloads.
 """
 
-from tools.demo._seed import seed_demo
+from tools.demo._seed import seed_demo, seed_id
 from tools.demo._sources import profile, recent_activity, schedule
 from tools.demo._toolset import demo_registry
 
-__all__ = ["demo_registry", "profile", "recent_activity", "schedule", "seed_demo"]
+__all__ = ["demo_registry", "profile", "recent_activity", "schedule", "seed_demo", "seed_id"]

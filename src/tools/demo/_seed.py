@@ -1,11 +1,13 @@
 """A small, realistic fitness studio for an org, so the demo tools have something to find.
 
 Two members share a first name (Sam Rivera, Sam Okafor) so "book Sam" needs the user
-picker. Times are relative to ``now``: the classes are always upcoming.
+picker. Times are relative to ``now``: the classes are always upcoming. Ids are stable
+per org (``seed_id``), so a scripted demo can name a seeded record.
 """
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store import Store
 from store._demo_models import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 from store._models import OrgRow, utcnow
-from tools.demo._common import ensure_org, new_id
+from tools.demo._common import ensure_org
 
 # first, last, status, phone, notes
 MEMBERS = (
@@ -61,6 +63,13 @@ TASKS = (
 )
 
 
+def seed_id(org_id: str, prefix: str, index: int) -> str:
+    """The id of an org's ``index``-th seeded row: stable, so demo scripts and docs can name
+    seeded records (ids are global keys, so the org is part of it)."""
+    digest = hashlib.sha256(f"{org_id}/{prefix}/{index}".encode()).hexdigest()[:12]
+    return f"{prefix}_{digest}"
+
+
 def _ascii(text: str) -> str:
     return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
 
@@ -73,7 +82,7 @@ def _rows(org_id: str, now: datetime) -> dict[Any, list[dict[str, Any]]]:
     stamp = {"org_id": org_id, "created_at": now, "updated_at": now}
     members = [
         {
-            "id": new_id("mem"),
+            "id": seed_id(org_id, "mem", i),
             "first_name": first,
             "last_name": last,
             "email": _ascii(f"{first}.{last}@example.com".lower()),
@@ -82,15 +91,22 @@ def _rows(org_id: str, now: datetime) -> dict[Any, list[dict[str, Any]]]:
             "notes": notes,
             **stamp,
         }
-        for first, last, status, phone, notes in MEMBERS
+        for i, (first, last, status, phone, notes) in enumerate(MEMBERS)
     ]
     programs = [
-        {"id": new_id("prg"), "name": n, "level": lv, "published": p, "description": d, **stamp}
-        for n, lv, p, d in PROGRAMS
+        {
+            "id": seed_id(org_id, "prg", i),
+            "name": n,
+            "level": lv,
+            "published": p,
+            "description": d,
+            **stamp,
+        }
+        for i, (n, lv, p, d) in enumerate(PROGRAMS)
     ]
     workouts = [
         {
-            "id": new_id("wo"),
+            "id": seed_id(org_id, "wo", i),
             "title": title,
             "member_id": None if m is None else members[m]["id"],
             "program_id": None if p is None else programs[p]["id"],
@@ -99,11 +115,11 @@ def _rows(org_id: str, now: datetime) -> dict[Any, list[dict[str, Any]]]:
             "notes": "",
             **stamp,
         }
-        for title, m, p, days, hour, minutes in WORKOUTS
+        for i, (title, m, p, days, hour, minutes) in enumerate(WORKOUTS)
     ]
     classes = [
         {
-            "id": new_id("cls"),
+            "id": seed_id(org_id, "cls", i),
             "title": title,
             "coach": coach,
             "starts_at": _at(now, days, hour),
@@ -112,18 +128,18 @@ def _rows(org_id: str, now: datetime) -> dict[Any, list[dict[str, Any]]]:
             "status": "scheduled",
             **stamp,
         }
-        for title, coach, days, hour, capacity in CLASSES
+        for i, (title, coach, days, hour, capacity) in enumerate(CLASSES)
     ]
     tasks = [
         {
-            "id": new_id("task"),
+            "id": seed_id(org_id, "task", i),
             "title": title,
             "due_on": None if days is None else (now + timedelta(days=days)).date(),
             "done": done,
             "assignee": assignee,
             **stamp,
         }
-        for title, days, done, assignee in TASKS
+        for i, (title, days, done, assignee) in enumerate(TASKS)
     ]
     return {
         MemberRow: members,

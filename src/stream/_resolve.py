@@ -1,0 +1,225 @@
+"""Answers to a suspended turn: confirm or reject a pending tool call, pick a candidate.
+
+Each answer is recorded on the call's execution row in one conditional update (so a
+second answer is a 409, whoever sends it) and logged as ``tool_resolved``. While other
+calls still wait, the turn is closed ``suspended`` again; the answer to the last one
+marks it running and resumes it from its ``turn_suspended`` log event, in this process or
+after a restart. Either way the response is the turn's SSE stream from the answer on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from litestar import Request, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+from litestar.response import Stream
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from executors import PendingCall, PlanSuspended, restore
+from planner import Plan
+from store import Store, TurnRecord
+from store.events import Done, Event, ToolResolved, UserMessage
+from stream._api import Services
+from stream._auth import Principal
+from stream._errors import ApiError
+from stream._routes import session_for, sse_stream
+from tools import rejection
+
+AuthedRequest = Request[Principal, Any, Any]
+ServicesDep = NamedDependency[Services]
+
+
+class ConfirmIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    approved: StrictBool = Field(description="true runs the call as shown; false declines it.")
+
+
+class PickIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: Annotated[str, Field(min_length=1, description="The chosen candidate's id.")]
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A suspended turn as its log tells it."""
+
+    turn: TurnRecord
+    opening: UserMessage
+    plan: Plan
+    paused: PlanSuspended
+
+    def call(self, tool_use_id: str) -> PendingCall | None:
+        """The pending call ``tool_use_id`` if it waits for the user's answer."""
+        return next(
+            (
+                call
+                for step in self.paused.suspended
+                for call in step.pending
+                if call.tool_use_id == tool_use_id and call.needs is not None
+            ),
+            None,
+        )
+
+    @property
+    def asks(self) -> list[PendingCall]:
+        return [c for s in self.paused.suspended for c in s.pending if c.needs is not None]
+
+
+@post(
+    "/v1/sessions/{session_id:str}/confirm/{tool_use_id:str}",
+    status_code=200,
+    summary="Approve or decline a tool call waiting for confirmation; stream the turn on",
+)
+async def confirm_tool(
+    session_id: FromPath[str],
+    tool_use_id: FromPath[str],
+    data: JSONBody[ConfirmIn],
+    request: AuthedRequest,
+    services: ServicesDep,
+) -> Stream:
+    return await _answer(services, request, session_id, tool_use_id, data)
+
+
+@post(
+    "/v1/sessions/{session_id:str}/pick/{tool_use_id:str}",
+    status_code=200,
+    summary="Choose one of a disambiguation's candidates; stream the turn on",
+)
+async def pick_candidate(
+    session_id: FromPath[str],
+    tool_use_id: FromPath[str],
+    data: JSONBody[PickIn],
+    request: AuthedRequest,
+    services: ServicesDep,
+) -> Stream:
+    return await _answer(services, request, session_id, tool_use_id, data)
+
+
+async def _answer(
+    services: Services,
+    request: AuthedRequest,
+    session_id: str,
+    tool_use_id: str,
+    answer: ConfirmIn | PickIn,
+) -> Stream:
+    principal = request.user
+    record = await session_for(services, principal, session_id)
+    store = services.store
+    async with services.locks(record.id):
+        waiting = await _waiting(store, record.id)
+        call = waiting.call(tool_use_id) if waiting is not None else None
+        if waiting is None or call is None:
+            raise await _not_waiting(store, record.id, tool_use_id)
+        event = await _record(store, record.id, call, answer)
+        still = [c.tool_use_id for c in waiting.asks if await _is_pending(store, c.tool_use_id)]
+        turn = waiting.turn
+        if still:
+            closing: list[Event] = [event, Done(session_id=record.id, status="suspended")]
+            stored = await store.log.append(record.id, closing, turn_id=turn.id, finish="suspended")
+        else:
+            # The lock makes this ours; the conditional update keeps a second process out.
+            if not await store.sessions.resume_turn(turn.id):
+                raise ApiError(409, "tool_already_resolved", "This turn is already resuming")
+            stored = await store.log.append(record.id, [event], turn_id=turn.id)
+            models = await services.models.resolve(org_id=principal.org_id, requested=None)
+            services.runner.resume(
+                turn,
+                opening=waiting.opening,
+                org_id=principal.org_id,
+                user_id=principal.user_id,
+                role=principal.role,
+                models=models,
+                suspended=(waiting.plan, waiting.paused),
+            )
+    return sse_stream(services, record.id, after=stored[0].seq - 1, turn_id=turn.id)
+
+
+async def _waiting(store: Store, session_id: str) -> _Waiting | None:
+    """The session's latest turn if it is suspended, with what its log says it waits for.
+    Only the latest: once the user has sent another message, older questions are moot."""
+    turns = await store.sessions.turns(session_id)
+    if not turns or turns[-1].status != "suspended":
+        return None
+    turn = turns[-1]
+    events = await store.log.read(session_id, turn_id=turn.id)
+    opening = next((e.event for e in events if e.type == "user_message"), None)
+    snapshot = next((e for e in reversed(events) if e.type == "turn_suspended"), None)
+    if snapshot is None or not isinstance(opening, UserMessage):
+        return None
+    plan, paused = restore(snapshot.data)
+    return _Waiting(turn=turn, opening=opening, plan=plan, paused=paused)
+
+
+async def _not_waiting(store: Store, session_id: str, tool_use_id: str) -> ApiError:
+    """Why ``tool_use_id`` takes no answer now: answered already, moot, or unknown."""
+    row = await store.tool_executions.get(tool_use_id)
+    if row is None or row.session_id != session_id:
+        return ApiError(404, "not_found", f"No tool call {tool_use_id!r} waits in this session")
+    if row.status != "pending":
+        return _resolved(tool_use_id, row.status)
+    return ApiError(
+        409,
+        "tool_superseded",
+        f"Tool call {tool_use_id!r} no longer waits: the conversation has moved on since it "
+        "was asked (send a new message to do it now)",
+    )
+
+
+def _resolved(tool_use_id: str, status: str) -> ApiError:
+    return ApiError(
+        409, "tool_already_resolved", f"Tool call {tool_use_id!r} was already answered ({status})"
+    )
+
+
+async def _record(
+    store: Store, session_id: str, call: PendingCall, answer: ConfirmIn | PickIn
+) -> ToolResolved:
+    """Record the answer on the call's row (a 409 if it is not pending any more)."""
+    decision: Literal["approved", "rejected", "picked"]
+    match answer, call.needs:
+        case ConfirmIn(approved=True), "confirmation":
+            decision = "approved"
+            won = await store.tool_executions.resolve(
+                call.tool_use_id, session_id=session_id, status="approved"
+            )
+        case ConfirmIn(approved=False), "confirmation":
+            decision = "rejected"
+            won = await store.tool_executions.resolve(
+                call.tool_use_id,
+                session_id=session_id,
+                status="rejected_by_user",
+                error=rejection(call.tool).as_dict(),
+            )
+        case PickIn(id=picked), "pick":
+            chosen = next((c for c in call.candidates if c.id == picked), None)
+            if chosen is None:
+                ids = ", ".join(repr(c.id) for c in call.candidates)
+                message = f"{picked!r} is not one of the candidates ({ids})"
+                raise ApiError(422, "invalid_pick", message)
+            decision = "picked"
+            output = {"id": chosen.id, "label": chosen.label, "kind": call.kind or "item"}
+            won = await store.tool_executions.resolve(
+                call.tool_use_id, session_id=session_id, status="succeeded", output=output
+            )
+        case _:
+            route = "pick" if call.needs == "pick" else "confirm"
+            message = (
+                f"Tool call {call.tool_use_id!r} waits for a {call.needs}: "
+                f"POST .../{route}/{call.tool_use_id}"
+            )
+            raise ApiError(400, "invalid_request", message)
+    if not won:
+        row = await store.tool_executions.get(call.tool_use_id)
+        raise _resolved(call.tool_use_id, row.status if row is not None else "unknown")
+    picked_id = answer.id if isinstance(answer, PickIn) else None
+    return ToolResolved(tool_use_id=call.tool_use_id, decision=decision, picked_id=picked_id)
+
+
+async def _is_pending(store: Store, tool_use_id: str) -> bool:
+    row = await store.tool_executions.get(tool_use_id)
+    return row is None or row.status == "pending"
