@@ -225,8 +225,9 @@ class ToolExecutions:
         key: str | None = None,
     ) -> ToolExecutionRecord:
         """Record that the user declined the call: a ``pending`` row (or none yet) becomes
-        ``rejected_by_user``, and so does a ``failed`` one (a failed call may be run again,
-        so the refusal must stick). A row that succeeded is returned unchanged."""
+        ``rejected_by_user``, and so do an ``approved`` one that has not run and a
+        ``failed`` one (a failed call may be run again, so the refusal must stick): a "no"
+        wins over anything that has not run. A row that succeeded is returned unchanged."""
         key = key or idempotency_key(turn_id, tool_use_id)
         async with self._db.write() as conn:
             await self._insert_pending(
@@ -243,7 +244,7 @@ class ToolExecutions:
                 .where(
                     ToolExecutionRow.tool_use_id == tool_use_id,
                     ToolExecutionRow.idempotency_key == key,
-                    ToolExecutionRow.status.in_(("pending", "failed")),
+                    ToolExecutionRow.status.in_(("pending", "approved", "failed")),
                 )
                 .values(status="rejected_by_user", error=error, completed_at=utcnow())
             )

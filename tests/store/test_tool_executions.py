@@ -164,3 +164,38 @@ async def test_list_for_turn_returns_the_turns_rows_in_order(store: Store) -> No
     assert [r.tool_use_id for r in await store.tool_executions.list_for_turn("turn_2")] == ["tu_x"]
     assert await store.tool_executions.list_for_turn("nope") == []
     assert await store.tool_executions.get("nope") is None
+
+
+async def test_resolve_answers_a_pending_row_once_even_when_two_race(store: Store) -> None:
+    session_id = await _session(store)
+    await store.tool_executions.start(**_start(session_id))
+    executions = store.tool_executions
+
+    won = await asyncio.gather(
+        executions.resolve("tu_1", session_id=session_id, status="approved"),
+        executions.resolve(
+            "tu_1", session_id=session_id, status="rejected_by_user", error={"code": "no"}
+        ),
+    )
+    row = await executions.get("tu_1")
+
+    assert sorted(won) == [False, True]
+    assert row is not None and row.status in ("approved", "rejected_by_user")
+    # An approved row is settled by the run it allows; nothing answers it again.
+    assert not await executions.resolve("tu_1", session_id=session_id, status="approved")
+
+
+async def test_resolve_is_scoped_to_the_session_and_finish_settles_an_approval(
+    store: Store,
+) -> None:
+    session_id = await _session(store)
+    await store.tool_executions.start(**_start(session_id))
+    executions = store.tool_executions
+
+    elsewhere = await executions.resolve("tu_1", session_id="another", status="approved")
+    approved = await executions.resolve("tu_1", session_id=session_id, status="approved")
+    finished = await executions.finish("tu_1", status="succeeded", output={"id": "wo_1"})
+
+    assert not elsewhere and approved
+    assert finished is not None and finished.status == "succeeded"
+    assert finished.output == {"id": "wo_1"}

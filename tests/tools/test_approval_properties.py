@@ -6,7 +6,8 @@ toolset on a real, seeded SQLite database:
 
 1. a tool that needs confirmation runs only inside ``run(approved=True)`` of that exact
    tool_use_id, turn, tool and input (the input first recorded, i.e. what the user was
-   shown), or as the inverse of the user's own undo;
+   shown), in a later run of that exact call once the user's approval is recorded on its
+   row (the confirm route), or as the inverse of the user's own undo;
 2. no tool outside the profile's capabilities, or the caller's role, ever runs (undo too);
 3. a rejected call never runs, even if it is approved later;
 4. a user picker never runs: its row only ever becomes ``succeeded`` with the user's pick;
@@ -126,12 +127,13 @@ class Run:
 @dataclass(frozen=True)
 class Decide:
     """The user acts on an earlier call (``ref`` modulo the calls seen so far): approve it,
-    reject it, or a replay without approval; ``tamper`` changes one input field first
-    (an approval for one input must not run another), ``other_turn`` moves it to the
-    other turn."""
+    reject it, a replay without approval, or record an approval on its row as the confirm
+    route does (a later replay without approval then runs it); ``tamper`` changes one input
+    field first (an approval for one input must not run another), ``other_turn`` moves it
+    to the other turn."""
 
     ref: int
-    verdict: Literal["approve", "reject", "resume"]
+    verdict: Literal["approve", "reject", "resume", "record"]
     tamper: int | None
     other_turn: bool
 
@@ -297,10 +299,11 @@ def steps(draw: st.DrawFn) -> Step:
 
 
 # What the user does about a call just shown: "a" approve, "r" reject, "n" a replay without
-# approval; "*" on a tampered input (one field changed), "~" in the other turn.
+# approval, "c" the confirm route's recorded approval; "*" on a tampered input (one field
+# changed), "~" in the other turn.
 SCRIPTS = (
     "", "a", "r", "n", "r a", "r a", "a*", "a*", "a~", "a~", "n a", "a a", "a r a", "r* a",
-    "a* a", "r~ a", "a r", "n r a",
+    "a* a", "r~ a", "a r", "n r a", "c n", "c n", "c n*", "c n~", "c r n", "r c n", "c c n",
 )  # fmt: skip
 
 
@@ -309,7 +312,7 @@ def decisions(draw: st.DrawFn, refs: tuple[int, ...] = (-1,)) -> tuple[Decide, .
     """The user's decisions on the call ``refs[i]`` back among those seen (``-1``: the last)."""
     ref = draw(st.sampled_from(refs))
     script = draw(st.sampled_from(SCRIPTS)).split()
-    verdicts = {"a": "approve", "r": "reject", "n": "resume"}
+    verdicts = {"a": "approve", "r": "reject", "n": "resume", "c": "record"}
     return tuple(
         Decide(
             ref,
@@ -422,7 +425,7 @@ class Invocation:
 class Played:
     """An action as it was actually played (references resolved)."""
 
-    kind: Literal["run", "reject", "undo", "pick", "step", "skip"]
+    kind: Literal["run", "reject", "record", "undo", "pick", "step", "skip"]
     call: Call | None = None
     approved: bool = False
     before: str | None = None  # reject: the row's status just before
@@ -502,6 +505,12 @@ class World:
                 row = await self.store.tool_executions.get(call.tool_use_id)
                 await self.runner.reject(self.request(call))
                 return Played("reject", call, before=row.status if row else None)
+            case Decide(verdict="record"):  # by tool_use_id: it approves the row as shown
+                won = await self.store.tool_executions.resolve(
+                    earlier.tool_use_id, session_id=SESSION_ID, status="approved"
+                )
+                event(f"record approval: {'won' if won else 'not pending'}")
+                return Played("record", earlier, approved=won)
             case Decide(verdict=verdict):
                 return await self._run(
                     self._variant(earlier, action), approved=verdict == "approve"
@@ -546,7 +555,9 @@ class World:
             "label": chosen["label"],
             "kind": row.input.get("kind", "item"),
         }
-        await self.store.tool_executions.finish(row.tool_use_id, status="succeeded", output=picked)
+        await self.store.tool_executions.resolve(
+            row.tool_use_id, session_id=SESSION_ID, status="succeeded", output=picked
+        )
         return Played("pick", call, pick=picked)
 
     async def _step(self, index: int, step: Step) -> Played:
@@ -679,7 +690,9 @@ class Checker:
             assert (to_jsonable_python(call.input), call.turn_id) == (row.input, row.turn_id), (
                 f"{what}: an approval bound to {call} ran the call recorded as {row}"
             )
-            assert played.approved or not tool.needs_confirmation, f"ran unapproved: {what}"
+            assert played.approved or not tool.needs_confirmation or self._recorded(inv), (
+                f"ran unapproved: {what}"
+            )
         elif played.kind == "undo":
             assert played.original is not None and played.inverse is not None, what
             assert inv.tool_use_id == _undo_id(played.original), what
@@ -703,6 +716,14 @@ class Checker:
             if earlier.before == "failed" and not REJECTING_A_FAILED_CALL_STICKS:
                 continue
             raise AssertionError(f"{what} ran after the user rejected it ({earlier.call})")
+
+    def _recorded(self, inv: Invocation) -> bool:
+        """Whether an approval was recorded on ``inv``'s row before it ran (the row's input
+        and turn are then what the run must match, which ``invocation`` checks)."""
+        return any(
+            p.kind == "record" and p.approved and p.call and p.call.tool_use_id == inv.tool_use_id
+            for p in self.log[: inv.phase[0]]
+        )
 
     def row(self, row: ToolExecutionRecord) -> None:
         world = self.world
@@ -743,7 +764,14 @@ class Checker:
                 and _undo_id(p.original) == row.tool_use_id
                 for p in self.log
             )
-            assert approved or undone, f"ran without a matching approval: {what}"
+            recorded = any(
+                p.kind == "record"
+                and p.approved
+                and p.call
+                and p.call.tool_use_id == row.tool_use_id
+                for p in self.log
+            )
+            assert approved or undone or recorded, f"ran without a matching approval: {what}"
 
     def suspension(self, key: tuple[int, int], message: tuple[Call, ...]) -> None:
         """5. Nothing of a message runs when one of its calls needs the user."""
@@ -854,7 +882,9 @@ def _script(*actions: Action, role: Role = "staff", caps: Capabilities = ANYTHIN
     return Scenario(role, caps, actions)
 
 
-APPROVE, REJECT, RESUME = (Decide(-1, v, None, False) for v in ("approve", "reject", "resume"))
+APPROVE, REJECT, RESUME, RECORD = (
+    Decide(-1, v, None, False) for v in ("approve", "reject", "resume", "record")
+)
 DELETE_TASK = _call("tasks_delete", {"task_id": "@task:0"})
 DELETE_WORKOUT = _call("workouts_delete", {"workout_id": "@workout:1"})
 CANCEL_CLASS = _call("class_sessions.cancel", {"session_id": "@class:2", "reason": "ill"})
@@ -867,6 +897,9 @@ PICK_SAM = _call(
 
 # The patterns that matter most run on every test run, whatever the generated examples are.
 @example(scenario=_script(Run(DELETE_TASK, False), REJECT, APPROVE))
+@example(scenario=_script(Run(DELETE_TASK, False), RECORD, RESUME))
+@example(scenario=_script(Run(DELETE_TASK, False), RECORD, Decide(-1, "resume", 1, False)))
+@example(scenario=_script(Run(DELETE_WORKOUT, False), RECORD, REJECT, RESUME))
 @example(scenario=_script(Run(DELETE_TASK, False), Decide(-1, "reject", 1, False), APPROVE))
 @example(scenario=_script(Run(DELETE_WORKOUT, False), Decide(-1, "approve", None, True)))
 @example(scenario=_script(Run(CANCEL_CLASS, False), Decide(-1, "approve", 0, False), APPROVE))
