@@ -65,7 +65,7 @@ from _harness import (
 from bosun.app import build_app
 from bosun.log import configure_logging
 from bosun.migrate import upgrade
-from bosun.settings import ExecutorSettings, PlannerSettings, Settings
+from bosun.settings import ExecutorSettings, LimitSettings, PlannerSettings, Settings
 from context import TokenCounter
 from executors import (
     ExecutorKit,
@@ -213,6 +213,7 @@ def bosun_app(db_path: Path, *, latency_ms: float, max_executors: int, calls: in
         jwt_algorithm="HS256",
         planner=planner.model_copy(update={"max_executors": max_executors}),
         executor=executor,
+        limits=LimitSettings(requests_per_minute=0, tokens_per_minute=0),  # measure, not throttle
     )
     asyncio.run(_migrate(Store(settings.database_url)))
     return build_app(settings, models=bench_models(latency_ms / 1000), seed_orgs=[ORG])

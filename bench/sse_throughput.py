@@ -72,7 +72,7 @@ def _bosun_app(db_path: Path, deltas: int) -> Litestar:
     from bosun.app import build_app
     from bosun.log import configure_logging
     from bosun.migrate import upgrade
-    from bosun.settings import Settings
+    from bosun.settings import LimitSettings, Settings
     from providers import FunctionModel, ModelRequest
     from store import Store
     from stream import TurnModels
@@ -82,6 +82,7 @@ def _bosun_app(db_path: Path, deltas: int) -> Litestar:
         database_url=f"sqlite+aiosqlite:///{db_path}",
         jwt_secret=os.environ[SECRET_ENV],
         jwt_algorithm="HS256",
+        limits=LimitSettings(requests_per_minute=0, tokens_per_minute=0),  # measure, not throttle
     )
 
     async def migrate() -> None:

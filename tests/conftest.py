@@ -202,6 +202,8 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
     def factory(
         models: TurnModels | None = None, *, secrets_key: str | None = None, **limits: float
     ) -> Server:
+        # Tests start many turns quickly as one user: rate limits are off unless asked for.
+        limits = {"requests_per_minute": 0, "tokens_per_minute": 0, **limits}
         settings = Settings(
             database_url=db_url,
             jwt_secret=JWT_SECRET,

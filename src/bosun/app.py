@@ -15,7 +15,15 @@ from executors import ExecutorLimits
 from planner import PlanLimits
 from providers import Model, ProviderConfig, model_from_spec
 from store import Store
-from stream import StreamConfig, TokenConfig, TurnKit, TurnModels, create_app
+from stream import (
+    UNMETERED,
+    CapPolicy,
+    StreamConfig,
+    TokenConfig,
+    TurnKit,
+    TurnModels,
+    create_app,
+)
 from tools import Capabilities
 from tools.demo import demo_registry, seed_demo
 
@@ -91,6 +99,19 @@ def build_kit(settings: Settings, store: Store) -> TurnKit:
         ),
         planner_timeout_s=planner.timeout_s,
         source_timeout_s=settings.limits.source_timeout_s,
+        caps=cap_policy(settings),
+    )
+
+
+def cap_policy(settings: Settings) -> CapPolicy:
+    caps = settings.caps
+    return CapPolicy(
+        caps_usd_micros={
+            tier: UNMETERED if usd == -1 else round(usd * 1_000_000)
+            for tier, usd in caps.tiers.items()
+        },
+        default_tier=caps.default_tier,
+        thresholds=tuple(sorted(set(caps.alert_thresholds))),
     )
 
 
@@ -103,6 +124,10 @@ def stream_config(settings: Settings) -> StreamConfig:
         keepalive_s=limits.keepalive_s,
         turn_timeout_s=limits.turn_timeout_s,
         sessions_page_size=limits.sessions_page_size,
+        requests_per_minute=limits.requests_per_minute,
+        tokens_per_minute=limits.tokens_per_minute,
+        lease_s=settings.workers.lease_s,
+        metrics=settings.metrics,
     )
 
 

@@ -1,4 +1,4 @@
-"""The ``bosun`` command: serve, migrate, token."""
+"""The ``bosun`` command: serve, migrate, token, org-tier (and plan, budget, prune)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from bosun import __version__, plan_cli
+from bosun import __version__, plan_cli, prune_cli
 from bosun.budget_report import add_budget_parser, run_budget
 from bosun.log import configure_logging
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
@@ -51,8 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--role", default="member", help=ROLES_HELP)
     token.add_argument("--ttl", type=int, help="lifetime in seconds (default: token_ttl_s)")
 
+    tier = commands.add_parser("org-tier", help="show or set an org's tier (its daily cap)")
+    tier.add_argument("--org", required=True)
+    tier.add_argument("--tier", help="one of the configured tiers (caps.tiers); omit to show")
+    tier.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
+
     plan_cli.add_parser(commands)
     add_budget_parser(commands)
+    prune_cli.add_parser(commands)
     return parser
 
 
@@ -132,6 +138,28 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _org_tier(args: argparse.Namespace, settings: Settings) -> int:
+    caps = settings.caps.tiers
+    if args.tier is not None and args.tier not in caps:
+        print(f"bosun org-tier: no tier {args.tier!r} (tiers: {', '.join(caps)})", file=sys.stderr)
+        return 2
+
+    async def run() -> str | None:
+        store = Store(settings.database_url)
+        try:
+            if args.tier is not None:
+                await store.spend.set_tier(args.org, args.tier)
+            return await store.spend.tier(args.org)
+        finally:
+            await store.close()
+
+    tier = asyncio.run(run()) or settings.caps.default_tier
+    cap = caps.get(tier, caps[settings.caps.default_tier])
+    shown = "unmetered" if cap == -1 else f"${cap:,.2f} a day"
+    print(f"org {args.org}: tier {tier} ({shown})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -150,6 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "budget":
         return run_budget(args, settings)
+    if args.command == "prune":
+        return prune_cli.run(args, settings)
+    if args.command == "org-tier":
+        return _org_tier(args, settings)
     return _token(args, settings)
 
 

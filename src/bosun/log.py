@@ -1,7 +1,11 @@
 """structlog set-up: JSON in production, pretty in a terminal, and nothing private.
 
 The scrubbing processor runs last before rendering, so whatever a module binds, message
-text, prompts, tool inputs/outputs, tokens and keys never leave the process.
+text, prompts, tool inputs/outputs, tokens and keys never leave the process. Context
+variables (a turn binds its ``trace_id``, ``org_id``, ``session_id`` and ``turn_id``) are
+merged into every event. ``tool.executed`` events also feed the ``/metrics`` tool counters
+(``stream._observe.count_tool_executions``), ahead of the level filter so that a quieter
+log level does not stop them.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Any, Literal
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
+
+from stream._observe import count_tool_executions
 
 SCRUBBED = "[scrubbed]"
 PRIVATE_KEYS = frozenset(
@@ -68,10 +74,34 @@ def _scrub_value(value: Any) -> Any:
     return value
 
 
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+def _drop_below(threshold: int) -> Processor:
+    """A processor dropping events below ``threshold`` (after the metrics have seen them)."""
+
+    def drop(_logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
+        if _METHOD_LEVELS.get(method, logging.CRITICAL) < threshold:
+            raise structlog.DropEvent
+        return event_dict
+
+    return drop
+
+
 def configure_logging(
     *, fmt: Literal["auto", "json", "console"] = "auto", level: str = "info"
 ) -> None:
     """Configure structlog (and route stdlib logging through the same renderer)."""
+    threshold: int = logging.getLevelName(level.upper())
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: Processor = (
         structlog.processors.JSONRenderer()
@@ -88,9 +118,13 @@ def configure_logging(
         structlog.processors.format_exc_info,
         scrub,
     ]
+    # Info events reach the metrics processor even when the log level is quieter.
+    metered: list[Processor] = [count_tool_executions]
+    if threshold > logging.INFO:
+        metered.append(_drop_below(threshold))
     structlog.configure(
-        processors=[*shared, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        processors=[*metered, *shared, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(min(threshold, logging.INFO)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -64,6 +64,38 @@ class PlannerSettings(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0)
 
 
+class CapSettings(BaseModel):
+    """Per-org daily spend caps by tier, in US dollars (``-1``: unmetered), reset at 00:00
+    UTC; an org's tier is set with ``bosun org-tier``."""
+
+    default_tier: str = "lite"
+    tiers: dict[str, float] = Field(
+        default_factory=lambda: {"lite": 1.0, "pro": 5.0, "elite": 25.0}
+    )
+    alert_thresholds: list[int] = Field(default_factory=lambda: [50, 80, 100])
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CapSettings:
+        if self.default_tier not in self.tiers:
+            raise ValueError(
+                f"default_tier {self.default_tier!r} is not one of {sorted(self.tiers)}"
+            )
+        bad = {t: cap for t, cap in self.tiers.items() if cap < 0 and cap != -1}
+        if bad:
+            raise ValueError(f"a cap is dollars >= 0, or -1 for unmetered; got {bad}")
+        if any(not 0 < pct <= 1000 for pct in self.alert_thresholds):
+            raise ValueError("alert thresholds are percentages of the cap, 1-1000")
+        return self
+
+
+class WorkerSettings(BaseModel):
+    """Several ``bosun serve`` processes on one PostgreSQL: each running turn is leased to
+    one worker, renewed every third of ``lease_s``; another worker takes over a turn whose
+    lease ran out (its worker died), resuming it from the log."""
+
+    lease_s: float = Field(default=15.0, ge=1.0, le=600.0)
+
+
 class ExecutorSettings(BaseModel):
     """Bounds of each executor's tool loop, and the agent profile's capabilities."""
 
@@ -86,6 +118,12 @@ class LimitSettings(BaseModel):
     turn_timeout_s: float = Field(default=300.0, gt=0)
     source_timeout_s: float = Field(default=5.0, gt=0)
     sessions_page_size: int = Field(default=50, gt=0, le=500)
+    requests_per_minute: int = Field(
+        default=20, ge=0, description="Turns and plans a user may start per minute; 0: no limit."
+    )
+    tokens_per_minute: int = Field(
+        default=30_000, ge=0, description="Model tokens a user may use per minute; 0: no limit."
+    )
 
 
 class Settings(BaseSettings):
@@ -109,7 +147,12 @@ class Settings(BaseSettings):
         description="Per-role token budget overrides, e.g. {planner = {conversation = 3000}}.",
     )
     demo: bool = Field(default=True, description="Offer the demo toolset and its sources.")
+    metrics: bool = Field(
+        default=False, description="Serve Prometheus metrics at /metrics (no auth: keep private)."
+    )
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    caps: CapSettings = Field(default_factory=CapSettings)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 

@@ -97,6 +97,8 @@ async def resume_step(
     state.log = list(suspended.log)
     state.earlier_tokens = suspended.tokens
     env = StepEnv(step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer)
+    if not suspended.pending:  # a checkpoint between model turns (a takeover): call on
+        return await _bounded(step.id, state, env, _first_turn(state, env))
     calls = tuple(ToolCall(id=p.tool_use_id, name=p.tool, input=p.input) for p in suspended.pending)
     return await _bounded(step.id, state, env, resume_tools(state, env, calls, suspended.results))
 

@@ -16,9 +16,16 @@ from store._db import Database
 from store._models import EventRow, SessionRow, TurnRow, utcnow
 from store.events import Event, TurnStatus, event_data, parse_event
 
+NOTIFY_CHANNEL = "bosun_events"
+
 
 class SessionNotFoundError(LookupError):
     """Raised when appending to a session that does not exist."""
+
+
+class StaleOwnerError(RuntimeError):
+    """An append under an ownership epoch the session has moved past: another worker took
+    the turn over, so this writer's events are refused (nothing of the batch is written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +48,13 @@ class LogNotifier:
     """In-process wake-ups for log readers, keyed by session.
 
     A reader registers before it reads, so an append that commits between its read and
-    its wait still wakes it. Cross-worker wake-ups (PostgreSQL NOTIFY) plug in here.
+    its wait still wakes it. On PostgreSQL other workers' appends arrive by ``NOTIFY``
+    (``store._notify``), with ``poll_s`` re-reads as the fallback.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, poll_s: float | None = None) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.poll_s = poll_s  # readers also re-read this often (other workers' appends)
 
     @contextmanager
     def listen(self, session_id: str) -> Iterator[asyncio.Event]:
@@ -79,28 +88,46 @@ class EventLog:
         *,
         turn_id: str | None = None,
         finish: TurnStatus | None = None,
+        epoch: int | None = None,
     ) -> list[StoredEvent]:
         """Append ``events`` in one transaction; with ``finish``, also close the turn.
 
         The sequence numbers come from the session's counter row, bumped in the same
-        transaction as the insert, so concurrent appends never collide or leave gaps.
+        transaction as the insert, so concurrent appends never collide or leave gaps. With
+        ``epoch`` (a turn's owner writing) the same update checks the session's ownership
+        epoch: a stale owner gets ``StaleOwnerError`` and nothing is written.
         """
         assert finish is None or turn_id is not None, "finishing needs the turn id"
         async with self._db.write() as conn:
-            stored = await self._insert(conn, session_id, events, turn_id)
+            stored, _ = await self._insert(conn, session_id, events, turn_id, epoch)
+            await self._notify_others(conn, session_id)
             if finish is not None:
                 await conn.execute(
                     update(TurnRow)
                     .where(TurnRow.id == turn_id)
-                    .values(status=finish, finished_at=stored[-1].created_at)
+                    .values(
+                        status=finish,
+                        finished_at=stored[-1].created_at,
+                        worker_id=None,
+                        lease_until=None,
+                    )
                 )
         self.notifier.notify(session_id)
         return stored
 
     async def open_turn(
-        self, session_id: str, events: Sequence[Event], *, turn_id: str, trace_id: str
-    ) -> list[StoredEvent]:
-        """Record a running turn and append its opening events, in one transaction."""
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        turn_id: str,
+        trace_id: str,
+        worker_id: str | None = None,
+        lease_until: datetime | None = None,
+        job: dict[str, Any] | None = None,
+    ) -> tuple[list[StoredEvent], int]:
+        """Record a running turn (held by ``worker_id`` until ``lease_until``) and append its
+        opening events, in one transaction; returns them and the session's epoch."""
         async with self._db.write() as conn:
             await conn.execute(
                 insert(TurnRow).values(
@@ -109,28 +136,51 @@ class EventLog:
                     trace_id=trace_id,
                     status="running",
                     started_at=utcnow(),
+                    worker_id=worker_id,
+                    lease_until=lease_until,
+                    job=job,
                 )
             )
-            stored = await self._insert(conn, session_id, events, turn_id)
+            stored, epoch = await self._insert(conn, session_id, events, turn_id)
+            await self._notify_others(conn, session_id)
         self.notifier.notify(session_id)
-        return stored
+        return stored, epoch
+
+    async def _notify_others(self, conn: AsyncConnection, session_id: str) -> None:
+        """Wake other workers' readers when this transaction commits (PostgreSQL)."""
+        if self._db.dialect == "postgresql":
+            await conn.execute(select(func.pg_notify(NOTIFY_CHANNEL, session_id)))
 
     @staticmethod
     async def _insert(
-        conn: AsyncConnection, session_id: str, events: Sequence[Event], turn_id: str | None
-    ) -> list[StoredEvent]:
+        conn: AsyncConnection,
+        session_id: str,
+        events: Sequence[Event],
+        turn_id: str | None,
+        epoch: int | None = None,
+    ) -> tuple[list[StoredEvent], int]:
         assert events, "append needs at least one event"
         now = utcnow()
-        last = await conn.scalar(
+        bump = (
             update(SessionRow)
             .where(SessionRow.id == session_id)
             .values(last_seq=SessionRow.last_seq + len(events), updated_at=now)
-            .returning(SessionRow.last_seq)
+            .returning(SessionRow.last_seq, SessionRow.epoch)
         )
-        if last is None:
-            raise SessionNotFoundError(f"No session {session_id!r} to append to")
+        if epoch is not None:
+            bump = bump.where(SessionRow.epoch == epoch)
+        row = (await conn.execute(bump)).first()
+        if row is None:
+            exists = await conn.scalar(select(SessionRow.epoch).where(SessionRow.id == session_id))
+            if exists is None:
+                raise SessionNotFoundError(f"No session {session_id!r} to append to")
+            raise StaleOwnerError(
+                f"Session {session_id!r} is at epoch {exists}, not {epoch}: another worker "
+                f"took turn {turn_id!r} over"
+            )
+        last, current = int(row[0]), int(row[1])
         first = last - len(events) + 1
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "session_id": session_id,
                 "seq": first + i,
@@ -142,7 +192,7 @@ class EventLog:
             for i, ev in enumerate(events)
         ]
         await conn.execute(insert(EventRow), rows)
-        return [StoredEvent(**row) for row in rows]
+        return [StoredEvent(**row) for row in rows], current
 
     async def read(
         self,

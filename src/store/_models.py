@@ -1,4 +1,5 @@
-"""ORM tables. The events table is append-only: rows are inserted, never updated or deleted."""
+"""ORM tables. The events table is append-only: rows are inserted, never updated; they are
+deleted only with their whole session (``bosun prune``), never part of a log."""
 
 from __future__ import annotations
 
@@ -64,7 +65,10 @@ class OrgRow(Base):
 
 class SessionRow(Base):
     __tablename__ = "sessions"
-    __table_args__ = (Index("ix_sessions_org_user_updated", "org_id", "user_id", "updated_at"),)
+    __table_args__ = (
+        Index("ix_sessions_org_user_updated", "org_id", "user_id", "updated_at"),
+        Index("ix_sessions_updated", "updated_at"),  # retention finds old sessions by it
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"))
@@ -72,6 +76,9 @@ class SessionRow(Base):
     title: Mapped[str | None] = mapped_column(String(200), default=None)
     # The per-session sequence counter: bumped in the same transaction as each insert.
     last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Bumped when a worker takes over a turn of the session: appends made under an older
+    # epoch (a stale worker's late writes) are refused in the same statement as the seq.
+    epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -86,6 +93,11 @@ class TurnRow(Base):
     status: Mapped[str] = mapped_column(String(16), default="running")
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    # The running turn's job: who runs it (worker), until when (lease, renewed by a
+    # heartbeat), and what another worker needs to take it over (org, user, role, model).
+    worker_id: Mapped[str | None] = mapped_column(String(128), default=None)
+    lease_until: Mapped[datetime | None] = mapped_column(default=None)
+    job: Mapped[dict[str, Any] | None] = mapped_column(JSONData, default=None)
 
 
 class EventRow(Base):
@@ -154,4 +166,36 @@ class UsageRow(Base):
     cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cost_usd_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RateWindowRow(Base):
+    """A fixed-window request counter (``key`` names the limit and the caller), shared by
+    every worker: bumped with one atomic upsert, old windows deleted as new ones open."""
+
+    __tablename__ = "rate_windows"
+    __table_args__ = (Index("ix_rate_windows_window_start", "window_start"),)
+
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class IdempotencyKeyRow(Base):
+    """A client's ``Idempotency-Key`` and the turn it started; ``turn_id`` is null while the
+    request that claimed the key is starting it. Keys expire after a day."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (
+        UniqueConstraint("org_id", "user_id", "key", name="uq_idempotency_keys_org_user_key"),
+        Index("ix_idempotency_keys_created", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    org_id: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(128))
+    key: Mapped[str] = mapped_column(String(200))
+    session_id: Mapped[str | None] = mapped_column(String(36), default=None)
+    turn_id: Mapped[str | None] = mapped_column(String(36), default=None)
+    request_hash: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

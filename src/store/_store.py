@@ -5,10 +5,19 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from store._db import Database
+from store._idempotency import IdempotencyKeys
+from store._leases import Leases
 from store._log import EventLog, LogNotifier
+from store._notify import PgListener
 from store._org_keys import OrgKeys, SecretBox
+from store._rate_limits import RateLimits
+from store._retention import Retention
 from store._sessions import Sessions
+from store._spend import Spend
 from store._tool_executions import ToolExecutions
+
+POLL_S = 1.0
+"""How often a log reader re-reads on PostgreSQL, in case a wake-up was missed."""
 
 
 class Store:
@@ -16,10 +25,17 @@ class Store:
 
     def __init__(self, url: str, *, secrets_key: str | None = None) -> None:
         self.db = Database(url)
-        self.log = EventLog(self.db, LogNotifier())
+        postgres = self.db.dialect == "postgresql"
+        self.log = EventLog(self.db, LogNotifier(poll_s=POLL_S if postgres else None))
+        self._listener = PgListener(url, self.log.notifier) if postgres else None
         self.sessions = Sessions(self.db, self.log)
         self.org_keys = OrgKeys(self.db, SecretBox(secrets_key) if secrets_key else None)
         self.tool_executions = ToolExecutions(self.db)
+        self.spend = Spend(self.db)
+        self.leases = Leases(self.db)
+        self.rate_limits = RateLimits(self.db)
+        self.idempotency = IdempotencyKeys(self.db)
+        self.retention = Retention(self.db)
 
     @property
     def dialect(self) -> str:
@@ -30,5 +46,13 @@ class Store:
         async with self.db.read() as conn:
             await conn.execute(text("SELECT 1"))
 
+    def listen(self) -> None:
+        """Start waking this process's log readers on other workers' appends (PostgreSQL;
+        SQLite has one process). Needs a running event loop; ``close`` stops it."""
+        if self._listener is not None:
+            self._listener.start()
+
     async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.stop()
         await self.db.close()

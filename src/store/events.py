@@ -220,6 +220,7 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd_micros: int = 0
+    cache_hit_ratio: float | None = None  # cache_read / (cache_read + input)
     by_role: dict[str, dict[str, int]] = field(default_factory=dict)
     type: Literal["usage"] = "usage"
 

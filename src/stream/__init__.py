@@ -7,6 +7,7 @@ start it as a task and only tail the log it writes.
 from stream._api import Services, StreamConfig
 from stream._app import create_app
 from stream._auth import ROLES_HELP, Principal, Role, TokenConfig, decode_token, mint_token
+from stream._metering import UNMETERED, BudgetExceededError, CapPolicy, TurnMeter
 from stream._models import ModelResolver, TurnRoleModels
 from stream._phases import TurnKit
 from stream._runner import TurnHandle, TurnRunner
@@ -16,6 +17,9 @@ from stream._turn import AGENT_DISABLED, Turn, TurnModels, run_turn
 __all__ = [
     "AGENT_DISABLED",
     "ROLES_HELP",
+    "UNMETERED",
+    "BudgetExceededError",
+    "CapPolicy",
     "ModelResolver",
     "Principal",
     "Role",
@@ -25,6 +29,7 @@ __all__ = [
     "Turn",
     "TurnHandle",
     "TurnKit",
+    "TurnMeter",
     "TurnModels",
     "TurnRoleModels",
     "TurnRunner",

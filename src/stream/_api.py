@@ -30,6 +30,13 @@ class StreamConfig:
     turn_timeout_s: float = 300.0
     sessions_page_size: int = 50
     shutdown_grace_s: float = 5.0
+    lease_s: float = 15.0  # a turn's lease: how long a dead worker's turn waits for takeover
+    requests_per_minute: int = 20
+    """Turn-starting requests (and plans) per user and minute, across workers; 0: no limit."""
+    tokens_per_minute: int = 30_000
+    """Model tokens per user in the last minute above which no new turn starts; 0: none."""
+    metrics: bool = False
+    """Serve ``GET /metrics`` (unauthenticated: keep it on a private network); else 404."""
 
 
 class SessionLocks:

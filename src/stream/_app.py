@@ -13,10 +13,11 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 
 from store import Store
-from stream import _actions, _budget, _keys, _plan, _resolve, _routes
+from stream import _actions, _budget, _keys, _metrics, _plan, _resolve, _routes, _usage
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._errors import EXCEPTION_HANDLERS
+from stream._keeper import Keeper
 from stream._models import ModelResolver
 from stream._phases import TurnKit
 from stream._runner import TurnRunner
@@ -35,6 +36,8 @@ ROUTES = [
     _actions.undo_tool,
     _actions.cancel_turns,
     _routes.healthz,
+    _metrics.metrics,
+    _usage.org_usage,
     _plan.plan_dry_run,
     _keys.list_org_keys,
     _keys.put_org_key,
@@ -53,16 +56,21 @@ def create_app(
 ) -> Litestar:
     """Build the app over an open store; closing the app closes the store."""
     kit = kit or TurnKit()
-    runner = TurnRunner(store, turn_timeout_s=config.turn_timeout_s, kit=kit)
+    runner = TurnRunner(
+        store, turn_timeout_s=config.turn_timeout_s, kit=kit, lease_s=config.lease_s
+    )
     resolver = ModelResolver(models, store.org_keys)
     services = Services(store=store, runner=runner, models=resolver, config=config, kit=kit)
+    keeper = Keeper(store, runner, resolver)
 
     async def on_startup() -> None:
-        await runner.recover_interrupted()
         for hook in startup:
             await hook()
+        store.listen()  # other workers' appends wake this process's streams (PostgreSQL)
+        keeper.start()  # renews this worker's leases, takes over dead workers' turns
 
     async def on_shutdown() -> None:
+        await keeper.stop()
         await runner.shutdown(config.shutdown_grace_s)
         await store.close()
 

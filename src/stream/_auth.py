@@ -17,7 +17,7 @@ from litestar.types import ASGIApp
 
 Role = Literal["owner", "staff", "member"]
 ROLES: tuple[str, ...] = get_args(Role)
-PUBLIC_PATHS = ["^/healthz$", "^/schema", "^/$"]
+PUBLIC_PATHS = ["^/healthz$", "^/metrics$", "^/schema", "^/$"]  # /metrics: 404 unless enabled
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import structlog
@@ -26,6 +27,7 @@ ErrorCode = Literal[
     "invalid_request",
     "payload_too_large",
     "rate_limited",
+    "idempotency_conflict",
     "budget_exceeded",
     "agent_disabled",
     "not_undoable",
@@ -42,11 +44,19 @@ _log = structlog.get_logger("bosun.http")
 class ApiError(Exception):
     """A failure with a stable code, raised by handlers and turned into the envelope."""
 
-    def __init__(self, status: int, code: ErrorCode, message: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: ErrorCode,
+        message: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code: ErrorCode = code
         self.message = message
+        self.headers = dict(headers or {})
 
 
 def trace_id_of(request: Request[Any, Any, Any]) -> str:
@@ -59,14 +69,19 @@ def trace_id_of(request: Request[Any, Any, Any]) -> str:
 
 
 def envelope(
-    request: Request[Any, Any, Any], status: int, code: str, message: str
+    request: Request[Any, Any, Any],
+    status: int,
+    code: str,
+    message: str,
+    *,
+    headers: Mapping[str, str] | None = None,
 ) -> Response[Any]:
     body = {"error": {"code": code, "message": message, "trace_id": trace_id_of(request)}}
-    return Response(content=body, status_code=status)
+    return Response(content=body, status_code=status, headers=headers)
 
 
 def _api_error(request: Request[Any, Any, Any], exc: ApiError) -> Response[Any]:
-    return envelope(request, exc.status, exc.code, exc.message)
+    return envelope(request, exc.status, exc.code, exc.message, headers=exc.headers)
 
 
 def _validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:

@@ -9,7 +9,7 @@ operator-only), its pending calls are announced (``confirmation_pending`` /
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from context import History, Item
 from executors import (
@@ -23,9 +23,10 @@ from executors import (
     suspension_event,
 )
 from planner import Plan
-from providers import Model, StopReason, TokenUsage
+from providers import Model, StopReason
 from store import Store
 from store.events import TurnStatus
+from stream._observe import confirmation_pending
 from stream._phases import TurnKit
 from tools import ToolRunner
 
@@ -34,7 +35,6 @@ from tools import ToolRunner
 class Executed:
     status: TurnStatus
     stop_reason: StopReason | None  # None when the turn suspended before any answer
-    spent: list[tuple[str, str, TokenUsage]] = field(default_factory=list)  # role, model, usage
 
 
 async def execute_plan(
@@ -52,7 +52,7 @@ async def execute_plan(
     resume: PlanSuspended | None = None,
 ) -> Executed:
     """Run ``plan`` (a ``tool`` or ``complex`` one) and stream its answer; with ``resume``,
-    go on from its suspended run (``spent`` then counts only what the resumed part spent).
+    go on from its suspended run.
 
     On suspension the ``turn_suspended`` event (what a resume reads back from the log)
     precedes the pending events, so a client that sees them can already resolve them.
@@ -76,21 +76,17 @@ async def execute_plan(
         data=data,
         resume=resume,
     )
-    earlier = {r.step_id for r in resume.results} if resume else set()
-    spent = [
-        ("executor", r.model, r.usage)
-        for r in outcome.results
-        if r.model and r.step_id not in earlier
-    ]
     if isinstance(outcome, PlanSuspended):
-        spent += [("executor", s.model, s.usage) for s in outcome.suspended if s.model]
         emit(suspension_event(plan, outcome))
         for waiting in outcome.suspended:
             for event in pending_events(waiting):
                 emit(event)
-        return Executed(status="suspended", stop_reason=None, spent=spent)
+            confirmation_pending(
+                session_id=scope.session_id, turn_id=scope.turn_id, waiting=waiting
+            )
+        return Executed(status="suspended", stop_reason=None)
     if plan.strategy == "tool":  # the step's executor already streamed the answer
-        return Executed(status="completed", stop_reason="end_turn", spent=spent)
+        return Executed(status="completed", stop_reason="end_turn")
     merged = await merge(
         plan,
         outcome.results,
@@ -101,5 +97,4 @@ async def execute_plan(
         emit=emit,
         budget=kit.budgets.merger,
     )
-    spent.append(("merger", merged.model, merged.usage))
-    return Executed(status="completed", stop_reason=merged.stop_reason, spent=spent)
+    return Executed(status="completed", stop_reason=merged.stop_reason)

@@ -25,6 +25,7 @@ from planner import Catalogue, PlanLimits, PlanOutcome, make_plan
 from providers import Model
 from store import StoredEvent
 from store.events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
+from stream._metering import CapPolicy
 from tools import Capabilities, Role, ToolRegistry
 
 
@@ -38,6 +39,7 @@ class TurnKit:
     plan_limits: PlanLimits = field(default_factory=PlanLimits)
     executor_limits: ExecutorLimits = field(default_factory=ExecutorLimits)
     capabilities: Capabilities = field(default_factory=Capabilities)
+    caps: CapPolicy = field(default_factory=CapPolicy)
     planner_timeout_s: float = 30.0
     source_timeout_s: float = 5.0
     summariser_timeout_s: float = 20.0

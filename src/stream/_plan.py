@@ -13,6 +13,7 @@ from planner import dry_run
 from stream._api import PlanRequest, Services
 from stream._auth import Principal
 from stream._errors import ApiError
+from stream._limits import enforce_rate_limits
 from stream._routes import session_for
 from stream._turn import AGENT_DISABLED
 
@@ -32,6 +33,7 @@ async def plan_dry_run(
     if data.session_id is not None:
         session = await session_for(services, principal, data.session_id)
         events = await services.store.log.read(session.id)
+    await enforce_rate_limits(services, principal)
     kit = services.kit
     result = await dry_run(
         models.planner,

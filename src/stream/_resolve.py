@@ -127,7 +127,7 @@ async def _answer(
                 raise ApiError(409, "tool_already_resolved", "This turn is already resuming")
             stored = await store.log.append(record.id, [event], turn_id=turn.id)
             models = await services.models.resolve(org_id=principal.org_id, requested=None)
-            services.runner.resume(
+            await services.runner.resume(
                 turn,
                 opening=waiting.opening,
                 org_id=principal.org_id,

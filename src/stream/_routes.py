@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
+import json
 import uuid
 from datetime import datetime
 from typing import Annotated, Any
@@ -12,7 +16,7 @@ from litestar.params import FromPath, FromQuery, HeaderParameter, JSONBody, Quer
 from litestar.response import Stream
 
 from context import conversation
-from store import SessionRecord, StoredEvent
+from store import IdempotencyClaim, SessionRecord, StoredEvent
 from stream._api import (
     ChatRequest,
     ChatResponse,
@@ -28,13 +32,24 @@ from stream._api import (
 )
 from stream._auth import Principal
 from stream._errors import ApiError, trace_id_of
+from stream._limits import enforce_rate_limits
 from stream._models import ModelNotAllowedError, TurnRoleModels
 from stream._runner import TurnHandle
 from stream._sse import SSE_HEADERS, tail
 
 AuthedRequest = Request[Principal, Any, Any]
 ServicesDep = NamedDependency[Services]
+IdempotencyKey = Annotated[
+    str | None,
+    HeaderParameter(
+        name="Idempotency-Key",
+        description="1-200 printable ASCII characters; a retry with the same key and body "
+        "re-attaches to the first request's turn instead of starting another (for 24 h).",
+    ),
+]
 TITLE_CHARS = 80
+MAX_KEY_CHARS = 200
+FOLLOW_POLL_S = 0.25
 
 
 async def session_for(services: Services, principal: Principal, session_id: str) -> SessionRecord:
@@ -59,7 +74,11 @@ async def _pick_models(services: Services, org_id: str, spec: str | None) -> Tur
         raise ApiError(400, "invalid_request", message) from None
 
 
-async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequest) -> TurnHandle:
+async def _start_turn(
+    services: Services, request: AuthedRequest, body: ChatRequest, key: str | None
+) -> TurnHandle:
+    """Start the turn ``body`` asks for; with an idempotency ``key`` already used for the
+    same body, the earlier request's turn instead (nothing new starts, nothing is counted)."""
     principal = request.user
     limit = services.config.max_message_chars
     if len(body.message) > limit:
@@ -69,9 +88,38 @@ async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequ
             f"message is {len(body.message)} characters; the limit is {limit}",
         )
     models = await _pick_models(services, principal.org_id, body.model)
+    session_id = None
     if body.session_id is not None:
         session_id = (await session_for(services, principal, body.session_id)).id
-    else:
+    claim = None
+    if key is not None:
+        held = await _claim_key(services, request, key, body)
+        if isinstance(held, TurnHandle):
+            return held
+        claim = held
+    try:
+        await enforce_rate_limits(services, principal)
+        handle = await _open_turn(services, request, body, session_id, models)
+    except BaseException:
+        if claim is not None:  # no turn started: a retry may claim the key again
+            await services.store.idempotency.release(claim)
+        raise
+    if claim is not None:
+        await services.store.idempotency.record(
+            claim, session_id=handle.session_id, turn_id=handle.turn_id
+        )
+    return handle
+
+
+async def _open_turn(
+    services: Services,
+    request: AuthedRequest,
+    body: ChatRequest,
+    session_id: str | None,
+    models: TurnRoleModels,
+) -> TurnHandle:
+    principal = request.user
+    if session_id is None:
         session_id = str(uuid.uuid4())
         await services.store.sessions.create(
             org_id=principal.org_id,
@@ -87,7 +135,46 @@ async def _start_turn(services: Services, request: AuthedRequest, body: ChatRequ
         text=body.message,
         models=models,
         trace_id=trace_id_of(request),
+        model_spec=body.model,
     )
+
+
+async def _claim_key(
+    services: Services, request: AuthedRequest, key: str, body: ChatRequest
+) -> IdempotencyClaim | TurnHandle:
+    """Claim ``key`` for a new turn, or find the turn an earlier request with the same key
+    and body started (waiting while that request is still starting it)."""
+    if not 1 <= len(key) <= MAX_KEY_CHARS or not all(" " <= c <= "~" for c in key):
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"Idempotency-Key must be 1-{MAX_KEY_CHARS} printable ASCII characters, "
+            f"not {key[: MAX_KEY_CHARS + 1]!r}",
+        )
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    principal = request.user
+    delay_s = 0.02
+    while True:
+        held = await services.store.idempotency.claim(
+            org_id=principal.org_id, user_id=principal.user_id, key=key, request_hash=digest
+        )
+        if isinstance(held, IdempotencyClaim):
+            return held
+        if held.request_hash != digest:
+            raise ApiError(
+                422,
+                "idempotency_conflict",
+                f"Idempotency-Key {key!r} was used for a different request in the last "
+                "24 hours; send a new key with a new request",
+            )
+        if held.session_id is not None and held.turn_id is not None:
+            return TurnHandle(
+                session_id=held.session_id, turn_id=held.turn_id, trace_id=trace_id_of(request)
+            )
+        # The first request is starting its turn right now (or gave the key up): ask again.
+        await asyncio.sleep(delay_s)
+        delay_s = min(2 * delay_s, 0.5)
 
 
 def sse_stream(
@@ -109,19 +196,24 @@ def sse_stream(
 
 @post("/v1/chat/stream", status_code=200, summary="Send a user turn; stream its events (SSE)")
 async def chat_stream(
-    data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep
+    data: JSONBody[ChatRequest],
+    request: AuthedRequest,
+    services: ServicesDep,
+    idempotency_key: IdempotencyKey = None,
 ) -> Stream:
-    handle = await _start_turn(services, request, data)
+    handle = await _start_turn(services, request, data, idempotency_key)
     return sse_stream(services, handle.session_id, turn_id=handle.turn_id)
 
 
 @post("/v1/chat", status_code=200, summary="Send a user turn; wait for its end")
 async def chat(
-    data: JSONBody[ChatRequest], request: AuthedRequest, services: ServicesDep
+    data: JSONBody[ChatRequest],
+    request: AuthedRequest,
+    services: ServicesDep,
+    idempotency_key: IdempotencyKey = None,
 ) -> ChatResponse:
-    handle = await _start_turn(services, request, data)
-    await services.runner.wait(handle.turn_id)
-    events = await services.store.log.read(handle.session_id, turn_id=handle.turn_id)
+    handle = await _start_turn(services, request, data, idempotency_key)
+    events = await _finished_turn(services, handle)
     done = next((e for e in reversed(events) if e.type == "done"), None)
     usage = next((e.data for e in events if e.type == "usage"), None)
     answer = "".join(
@@ -135,6 +227,26 @@ async def chat(
         events=[{"seq": e.seq, "type": e.type, "data": e.data} for e in events],
         usage=usage,
     )
+
+
+async def _finished_turn(services: Services, handle: TurnHandle) -> list[StoredEvent]:
+    """The turn's events once it has ended (or stopped for the user), read from its log.
+
+    A retry may re-attach to a turn another worker runs, whose appends wake nobody here:
+    the log is then polled every ``FOLLOW_POLL_S``, up to the turn timeout.
+    """
+    await services.runner.wait(handle.turn_id)
+    log = services.store.log
+    with log.notifier.listen(handle.session_id) as wake, contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(services.config.turn_timeout_s):
+            while True:
+                wake.clear()
+                events = await log.read(handle.session_id, turn_id=handle.turn_id)
+                if any(e.type == "done" for e in events):
+                    return events
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), timeout=FOLLOW_POLL_S)
+    return await log.read(handle.session_id, turn_id=handle.turn_id)
 
 
 @get("/v1/sessions", summary="The caller's sessions, most recently active first")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 import structlog
 
 from executors import PlanSuspended
 from planner import Plan
-from store import Store, TurnRecord
+from store import Claim, StaleOwnerError, Store, TurnRecord
 from store.events import Done, Error, SessionStarted, TurnStatus, UserMessage
 from stream._auth import Role
 from stream._models import TurnRoleModels
@@ -29,16 +32,39 @@ class TurnHandle:
     trace_id: str
 
 
-class TurnRunner:
-    """Owns the running turn tasks of this process."""
+def new_worker_id() -> str:
+    """This process's id in turn leases: host, pid and a random suffix (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
-    def __init__(self, store: Store, *, turn_timeout_s: float, kit: TurnKit | None = None) -> None:
+
+class TurnRunner:
+    """Owns the running turn tasks of this process, each under a lease in the database."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        turn_timeout_s: float,
+        kit: TurnKit | None = None,
+        worker_id: str | None = None,
+        lease_s: float = 15.0,
+    ) -> None:
         self._store = store
         self._turn_timeout_s = turn_timeout_s
         self._kit = kit or TurnKit()
-        self._tasks: dict[str, asyncio.Task[TurnStatus]] = {}
+        self.worker_id = worker_id or new_worker_id()
+        self.lease_s = lease_s
+        self._tasks: dict[str, asyncio.Task[TurnStatus | None]] = {}
         self._sessions: dict[str, str] = {}  # turn_id -> session_id, while it runs
         self._closing = asyncio.Lock()  # concurrent cancels close a turn once
+
+    def lease_until(self) -> datetime:
+        return datetime.now(UTC) + timedelta(seconds=self.lease_s)
+
+    @property
+    def running(self) -> list[str]:
+        """The ids of the turns this process is running."""
+        return list(self._tasks)
 
     async def start(
         self,
@@ -50,8 +76,11 @@ class TurnRunner:
         text: str,
         models: TurnRoleModels,
         trace_id: str,
+        model_spec: str | None = None,
     ) -> TurnHandle:
-        """Log the turn's opening events, then run it in the background."""
+        """Log the turn's opening events, then run it in the background, under this
+        worker's lease; the job row says enough for another worker to take it over
+        (``model_spec``: the model the request picked, if any)."""
         turn = Turn(
             session_id=session_id,
             turn_id=str(uuid.uuid4()),
@@ -67,7 +96,7 @@ class TurnRunner:
             executor=models.executor,
             timeout_s=self._turn_timeout_s,
         )
-        await self._store.log.open_turn(
+        _, epoch = await self._store.log.open_turn(
             session_id,
             [
                 SessionStarted(session_id=session_id, turn_id=turn.turn_id),
@@ -75,10 +104,13 @@ class TurnRunner:
             ],
             turn_id=turn.turn_id,
             trace_id=trace_id,
+            worker_id=self.worker_id,
+            lease_until=self.lease_until(),
+            job={"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec},
         )
-        return self._launch(turn)
+        return self._launch(replace(turn, epoch=epoch))
 
-    def resume(
+    async def resume(
         self,
         turn: TurnRecord,
         *,
@@ -90,8 +122,13 @@ class TurnRunner:
         suspended: tuple[Plan, PlanSuspended],
     ) -> TurnHandle:
         """Run a suspended turn on from ``suspended`` (read back from its log), in the
-        background. The caller has marked it running again (``Sessions.resume_turn``).
-        ``opening`` is the turn's ``user_message``; the answer keeps its message id."""
+        background. The caller has marked it running again (``Sessions.resume_turn``);
+        this worker takes its lease. ``opening`` is the turn's ``user_message``; the answer
+        keeps its message id."""
+        epoch = await self._store.leases.take(
+            turn.id, self.worker_id, self.lease_s, job={"org_id": org_id, "user_id": user_id,
+                                                        "role": role, "model": None},
+        )  # fmt: skip
         return self._launch(
             Turn(
                 session_id=turn.session_id,
@@ -108,17 +145,56 @@ class TurnRunner:
                 executor=models.executor,
                 timeout_s=self._turn_timeout_s,
                 resume=suspended,
+                epoch=epoch,
             )
         )
 
-    def _launch(self, turn: Turn) -> TurnHandle:
-        task = asyncio.create_task(
-            run_turn(self._store, turn, self._kit), name=f"turn-{turn.turn_id}"
+    def take_over(self, claim: Claim, opening: UserMessage, models: TurnRoleModels) -> TurnHandle:
+        """Run a turn claimed from a dead worker on from where its log ends."""
+        job = claim.job or {}
+        return self._launch(
+            Turn(
+                session_id=claim.session_id,
+                turn_id=claim.turn_id,
+                trace_id=claim.trace_id,
+                org_id=str(job["org_id"]),
+                user_id=str(job["user_id"]),
+                role=job.get("role", "member"),
+                message_id=opening.message_id,
+                text=opening.text,
+                model=models.answer,
+                planner=models.planner,
+                summariser=models.summariser,
+                executor=models.executor,
+                timeout_s=self._turn_timeout_s,
+                takeover=True,
+                epoch=claim.epoch,
+            )
         )
+
+    def fenced(self, turn_ids: set[str]) -> None:
+        """Stop the local tasks of turns another worker has taken over: their writes would
+        be refused anyway (their epoch is stale)."""
+        for turn_id in turn_ids:
+            task = self._tasks.get(turn_id)
+            if task is not None and not task.done():
+                _log.warning("turn.lost_lease", turn_id=turn_id, worker_id=self.worker_id)
+                task.cancel()
+
+    def _launch(self, turn: Turn) -> TurnHandle:
+        task = asyncio.create_task(self._owned(turn), name=f"turn-{turn.turn_id}")
         self._tasks[turn.turn_id] = task
         self._sessions[turn.turn_id] = turn.session_id
         task.add_done_callback(lambda _: self._forget(turn.turn_id))
         return TurnHandle(session_id=turn.session_id, turn_id=turn.turn_id, trace_id=turn.trace_id)
+
+    async def _owned(self, turn: Turn) -> TurnStatus | None:
+        """Run ``turn``; ``None`` when it turned out another worker owns it now."""
+        try:
+            return await run_turn(self._store, turn, self._kit)
+        except StaleOwnerError:
+            _log.warning("turn.fenced", turn_id=turn.turn_id, worker_id=self.worker_id)
+            return None
 
     def _forget(self, turn_id: str) -> None:
         self._tasks.pop(turn_id, None)
@@ -167,7 +243,7 @@ class TurnRunner:
         """Wait for a turn of this process to end (returns at once if it has)."""
         task = self._tasks.get(turn_id)
         if task is not None:
-            await asyncio.shield(task)
+            await asyncio.wait([task])  # however it ended: done, failed, or cancelled
 
     async def shutdown(self, grace_s: float) -> None:
         """Let running turns finish for ``grace_s``, then cancel (they log ``cancelled``)."""
@@ -179,28 +255,18 @@ class TurnRunner:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def recover_interrupted(self) -> int:
-        """Close turns a previous process left running, so their logs end in ``done``.
-
-        Single-process deployments only: with several workers a running turn may belong
-        to another live worker (leases and takeover are a later step).
-        """
-        interrupted = await self._store.sessions.running_turns()
-        for turn in interrupted:
-            status: TurnStatus = "failed"
-            await self._store.log.append(
-                turn.session_id,
-                [
-                    Error(
-                        code="internal",
-                        message="The server stopped while this turn was running",
-                        trace_id=turn.trace_id,
-                    ),
-                    Done(session_id=turn.session_id, status=status),
-                ],
-                turn_id=turn.id,
-                finish=status,
-            )
-        if interrupted:
-            _log.warning("turns.recovered", count=len(interrupted))
-        return len(interrupted)
+    async def close_unresumable(self, claim: Claim, why: str) -> None:
+        """End a claimed turn that cannot go on (it has no job record or no opening message:
+        a process from before leases left it), so its log ends in ``done``."""
+        status: TurnStatus = "failed"
+        await self._store.log.append(
+            claim.session_id,
+            [
+                Error(code="internal", message=why, trace_id=claim.trace_id),
+                Done(session_id=claim.session_id, status=status),
+            ],
+            turn_id=claim.turn_id,
+            finish=status,
+            epoch=claim.epoch,
+        )
+        _log.warning("turn.unresumable", turn_id=claim.turn_id, worker_id=self.worker_id)

@@ -38,6 +38,7 @@ async def tail(
     session is running. Operator-only events (``INTERNAL_EVENTS``) are never sent.
     """
     cursor = after
+    idle_s = 0.0  # since the last frame or keep-alive
     with store.log.notifier.listen(session_id) as wake:
         while True:
             wake.clear()
@@ -48,6 +49,7 @@ async def tail(
                 frames = b"".join(encode_frame(e) for e in events if e.type not in INTERNAL_EVENTS)
                 if frames:
                     yield frames
+                    idle_s = 0.0
                 cursor = events[-1].seq
                 if ends:
                     return
@@ -58,7 +60,12 @@ async def tail(
                     if event.type not in INTERNAL_EVENTS:
                         yield encode_frame(event)
                 return
+            poll = store.log.notifier.poll_s
+            wait_s = keepalive_s if poll is None else min(poll, keepalive_s)
             try:
-                await asyncio.wait_for(wake.wait(), timeout=keepalive_s)
+                await asyncio.wait_for(wake.wait(), timeout=wait_s)
             except TimeoutError:
-                yield KEEPALIVE
+                idle_s += wait_s
+                if idle_s >= keepalive_s:
+                    idle_s = 0.0
+                    yield KEEPALIVE

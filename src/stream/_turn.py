@@ -8,8 +8,9 @@ when it failed and always with ``done``, in the same transaction that closes the
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -25,8 +26,8 @@ from context import (
 )
 from executors import PlanSuspended, TurnScope
 from planner import Plan
-from providers import Model, ModelError, TokenUsage, cost_usd_micros
-from store import EventLog, Store, UsageRecord
+from providers import Model, ModelError
+from store import EventLog, Store, StoredEvent
 from store.events import (
     ContextBudget,
     ContextLoaded,
@@ -37,12 +38,14 @@ from store.events import (
     MessageDone,
     TextDelta,
     TurnStatus,
-    Usage,
 )
+from stream import _observe as observe
 from stream._answer import answer
 from stream._auth import Role
 from stream._execute import execute_plan
+from stream._metering import BudgetExceededError, TurnMeter
 from stream._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
+from stream._takeover import checkpoint, logged_plan
 from tools import ToolContext
 
 AGENT_DISABLED = (
@@ -92,6 +95,8 @@ class Turn:
     executor: Model | None = None  # runs plan steps with tools
     timeout_s: float = 300.0
     resume: tuple[Plan, PlanSuspended] | None = None  # go on from a suspension, no planning
+    takeover: bool = False  # another worker ran it and died: go on from where its log ends
+    epoch: int | None = None  # the session's ownership epoch this worker writes under
 
 
 class BatchingAppender:
@@ -102,10 +107,13 @@ class BatchingAppender:
     turn's final status after everything queued before them.
     """
 
-    def __init__(self, log: EventLog, session_id: str, turn_id: str) -> None:
+    def __init__(
+        self, log: EventLog, session_id: str, turn_id: str, epoch: int | None = None
+    ) -> None:
         self._log = log
         self._session_id = session_id
         self._turn_id = turn_id
+        self._epoch = epoch
         self._pending: list[Event] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -119,51 +127,103 @@ class BatchingAppender:
     async def _drain(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, []
-            await self._log.append(self._session_id, batch, turn_id=self._turn_id)
+            await self._log.append(
+                self._session_id, batch, turn_id=self._turn_id, epoch=self._epoch
+            )
 
     async def close(self, events: list[Event], status: TurnStatus) -> None:
         if self._writer is not None:
             await asyncio.shield(self._writer)
         batch, self._pending = [*self._pending, *events], []
-        await self._log.append(self._session_id, batch, turn_id=self._turn_id, finish=status)
+        await self._log.append(
+            self._session_id, batch, turn_id=self._turn_id, finish=status, epoch=self._epoch
+        )
 
 
 async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> TurnStatus:
-    """Run ``turn`` to its end and return its final status; never raises but on cancel."""
-    log = _log.bind(trace_id=turn.trace_id, session_id=turn.session_id, turn_id=turn.turn_id)
-    out = BatchingAppender(store.log, turn.session_id, turn.turn_id)
-    closing: list[Event]
-    status: TurnStatus
-    try:
-        if turn.model is None:
-            closing, status = [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed"
-        else:
-            async with asyncio.timeout(turn.timeout_s):
-                closing, status = await _run(store, kit or TurnKit(), turn, turn.model, out)
-    except TimeoutError:
-        message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
-        closing, status = [_error(turn, "provider_timeout", message)], "failed"
-    except ModelError as exc:
-        log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
-        suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""
-        closing, status = [_error(turn, exc.code, exc.message + suffix)], "failed"
-    except asyncio.CancelledError:
-        closing = [_error(turn, "cancelled", "The turn was cancelled")]
-        await asyncio.shield(_close(out, turn, closing, "cancelled"))
-        raise
-    except Exception as exc:
-        log.error("turn.failed", error_type=type(exc).__name__, exc_info=exc)
-        message = "The turn failed unexpectedly; quote the trace id when reporting it"
-        closing, status = [_error(turn, "internal", message)], "failed"
-    await _close(out, turn, closing, status)
-    log.info("turn.finished", status=status)
-    return status
+    """Run ``turn`` to its end and return its final status; never raises but on cancel.
+
+    Every event logged while it runs (tools, caps and replay repairs included) carries the
+    turn's ``trace_id``, ``org_id``, ``session_id`` and ``turn_id`` (context variables);
+    it logs ``turn.started``, then ``turn.completed`` or ``turn.failed`` (``_observe``).
+    """
+    ids = {"trace_id": turn.trace_id, "org_id": turn.org_id, "session_id": turn.session_id}
+    with structlog.contextvars.bound_contextvars(**ids, turn_id=turn.turn_id):
+        started = time.perf_counter()
+        observe.turn_started(turn, resumed=turn.resume is not None)
+        log = _log.bind(trace_id=turn.trace_id, session_id=turn.session_id, turn_id=turn.turn_id)
+        out = BatchingAppender(store.log, turn.session_id, turn.turn_id, turn.epoch)
+        kit = kit or TurnKit()
+        meter = TurnMeter(
+            store, kit.caps, org_id=turn.org_id, user_id=turn.user_id,
+            session_id=turn.session_id, turn_id=turn.turn_id,
+        )  # fmt: skip
+        turn = metered(turn, meter)
+        closing: list[Event]
+        status: TurnStatus
+
+        def ended(status: TurnStatus) -> None:
+            elapsed_ms = round((time.perf_counter() - started) * 1000)
+            usage = meter.usage_event()
+            observe.turn_ended(
+                turn, status=status, closing=closing, usage=usage, duration_ms=elapsed_ms
+            )
+
+        try:
+            if turn.model is None:
+                closing, status = [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed"
+            else:
+                async with asyncio.timeout(turn.timeout_s):
+                    await meter.check()
+                    closing, status = await _run(store, kit, turn, turn.model, out)
+        except BudgetExceededError as exc:
+            log.info("turn.budget_exceeded", org_id=turn.org_id)
+            closing, status = [_error(turn, "budget_exceeded", exc.message)], "failed"
+        except TimeoutError:
+            message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
+            closing, status = [_error(turn, "provider_timeout", message)], "failed"
+        except ModelError as exc:
+            log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
+            suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""
+            closing, status = [_error(turn, exc.code, exc.message + suffix)], "failed"
+        except asyncio.CancelledError:
+            closing = [_error(turn, "cancelled", "The turn was cancelled")]
+            await asyncio.shield(_close(out, turn, closing, "cancelled", meter))
+            ended("cancelled")
+            raise
+        except Exception as exc:
+            log.error("turn.crashed", error_type=type(exc).__name__, exc_info=exc)
+            message = "The turn failed unexpectedly; quote the trace id when reporting it"
+            closing, status = [_error(turn, "internal", message)], "failed"
+        await _close(out, turn, closing, status, meter)
+        ended(status)
+        return status
+
+
+def metered(turn: Turn, meter: TurnMeter) -> Turn:
+    """``turn`` with each role's model metered under that role."""
+
+    def wrap(model: Model | None, role: str) -> Model | None:
+        return None if model is None else meter.wrap(model, role)
+
+    return replace(
+        turn,
+        model=wrap(turn.model, "merger"),
+        planner=wrap(turn.planner, "planner"),
+        summariser=wrap(turn.summariser, "summariser"),
+        executor=wrap(turn.executor or turn.model, "executor"),
+    )
 
 
 async def _close(
-    out: BatchingAppender, turn: Turn, closing: list[Event], status: TurnStatus
+    out: BatchingAppender, turn: Turn, closing: list[Event], status: TurnStatus, meter: TurnMeter
 ) -> None:
-    await out.close([*closing, Done(session_id=turn.session_id, status=status)], status)
+    """End the log: ``message_done``, then ``usage`` (whenever a model call was made, so the
+    usage rows and the events always agree), then ``error``, then ``done``."""
+    errors = [e for e in closing if isinstance(e, Error)]
+    usage = [meter.usage_event()] if meter.by_role or status in ("completed", "suspended") else []
+    events = [*(e for e in closing if not isinstance(e, Error)), *usage, *errors]
+    await out.close([*events, Done(session_id=turn.session_id, status=status)], status)
 
 
 def _error(turn: Turn, code: str, message: str) -> Error:
@@ -176,17 +236,21 @@ async def _run(
     """Plan, load sources, execute or answer; return the closing events and status."""
     log = await store.log.read(turn.session_id)
     view = history(log, exclude_turn=turn.turn_id)
-    spent: dict[str, tuple[TokenUsage, int]] = {}
     loaded: list[ContextLoaded] = []
     plan: Plan | None = None
     paused: PlanSuspended | None = None
     if turn.resume is not None:  # this turn's plan and loads are in the log already
         plan, paused = turn.resume
+    elif turn.takeover and (logged := logged_plan(mine := _events_of(log, turn))) is not None:
+        plan = logged  # a dead worker's turn: go on from where its log ends
+        if plan.steps and kit.tools is not None:
+            paused, owed = await checkpoint(store, plan, mine)
+            for event in owed:
+                out.add(event)
     elif turn.planner is not None:
         outcome = await plan_turn(kit, turn.planner, turn.text, role=turn.role, view=view, log=log)
         for event in plan_events(outcome):
             out.add(event)
-        await _spend(store, turn, spent, "planner", outcome.model, outcome.usage)
         scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
         loaded = await load_picked_sources(
             kit, outcome, scope=scope, log=log, counter=kit.counter(model)
@@ -214,8 +278,6 @@ async def _run(
             emit=out.add,
             resume=paused,
         )
-        for role, used_model, usage in executed.spent:
-            await _spend(store, turn, spent, role, used_model, usage)
         status, stop_reason = executed.status, executed.stop_reason
     else:
         reply = await answer(
@@ -228,18 +290,20 @@ async def _run(
             on_text=lambda text: out.add(TextDelta(delta=text)),
         )
         out.add(ContextBudget(role="merger", report=reply.report.to_dict()))
-        completion = reply.completion
-        await _spend(store, turn, spent, "merger", completion.model, completion.usage)
-        status, stop_reason = "completed", completion.stop_reason
+        status, stop_reason = "completed", reply.completion.stop_reason
     if turn.summariser is not None and turn.resume is None:  # the first part did upkeep
-        for event in await _upkeep(store, kit, turn, turn.summariser, view, spent):
+        for event in await _upkeep(store, kit, turn, turn.summariser, view):
             out.add(event)
-    done = (
+    done: list[Event] = (
         []
         if stop_reason is None
         else [MessageDone(message_id=turn.message_id, stop_reason=stop_reason)]
     )
-    return [*done, _usage_event(spent)], status
+    return done, status
+
+
+def _events_of(log: list[StoredEvent], turn: Turn) -> list[StoredEvent]:
+    return [e for e in log if e.turn_id == turn.turn_id]
 
 
 async def _upkeep(
@@ -248,10 +312,19 @@ async def _upkeep(
     turn: Turn,
     summariser: Model,
     view: History,
-    spent: dict[str, tuple[TokenUsage, int]],
 ) -> list[Event]:
-    """Best-effort, after the answer: compress a long history, title a new session."""
-    calls: list[tuple[str, TokenUsage]] = []
+    """Best-effort, after the answer: compress a long history, title a new session. At the
+    daily cap it is skipped: the answer stands."""
+    try:
+        return await _upkeep_calls(store, kit, turn, summariser, view)
+    except BudgetExceededError:
+        _log.info("turn.upkeep_skipped", reason="budget_exceeded", turn_id=turn.turn_id)
+        return []
+
+
+async def _upkeep_calls(
+    store: Store, kit: TurnKit, turn: Turn, summariser: Model, view: History
+) -> list[Event]:
     events: list[Event] = []
     counter = kit.counter(summariser)
     tokens = sum(counter.count(render_message(m)) for m in view.messages)
@@ -263,7 +336,6 @@ async def _upkeep(
             view.messages,
             timeout_s=kit.summariser_timeout_s,
             counter=counter,
-            on_usage=lambda model, usage: calls.append((model, usage)),
         )
         if summary is not None:
             events.append(HistorySummarised(summary=summary, up_to_seq=up_to))
@@ -272,61 +344,7 @@ async def _upkeep(
             summariser,
             turn.text,
             timeout_s=kit.summariser_timeout_s,
-            on_usage=lambda model, usage: calls.append((model, usage)),
         )
         if title is not None:
             await store.sessions.set_title(turn.session_id, title)
-    for model, usage in calls:
-        await _spend(store, turn, spent, "summariser", model, usage)
     return events
-
-
-async def _spend(
-    store: Store,
-    turn: Turn,
-    spent: dict[str, tuple[TokenUsage, int]],
-    role: str,
-    model: str,
-    usage: TokenUsage,
-) -> None:
-    """Record one role's usage and its cost (the provider's figures are the truth)."""
-    cost = cost_usd_micros(model, usage)
-    before, before_cost = spent.get(role, (TokenUsage(), 0))
-    spent[role] = (before + usage, before_cost + cost)
-    await store.sessions.record_usage(
-        UsageRecord(
-            session_id=turn.session_id,
-            turn_id=turn.turn_id,
-            org_id=turn.org_id,
-            user_id=turn.user_id,
-            role=role,
-            model=model,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cost_usd_micros=cost,
-        )
-    )
-
-
-def _usage_event(by_role: Mapping[str, tuple[TokenUsage, int]]) -> Usage:
-    """The turn's totals and per-role breakdown; cost in micro-dollars."""
-    total = sum((usage for usage, _ in by_role.values()), TokenUsage())
-    return Usage(
-        input_tokens=total.input_tokens,
-        output_tokens=total.output_tokens,
-        cache_read_tokens=total.cache_read_tokens,
-        cache_write_tokens=total.cache_write_tokens,
-        cost_usd_micros=sum(cost for _, cost in by_role.values()),
-        by_role={
-            role: {
-                "input_tokens": u.input_tokens,
-                "output_tokens": u.output_tokens,
-                "cache_read_tokens": u.cache_read_tokens,
-                "cache_write_tokens": u.cache_write_tokens,
-                "cost_usd_micros": cost,
-            }
-            for role, (u, cost) in by_role.items()
-        },
-    )

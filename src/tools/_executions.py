@@ -294,17 +294,28 @@ def undo_id_of(tool_use_id: str) -> str:
 
 
 def logged(call: ToolCallRequest, outcome: ToolOutcome) -> ToolOutcome:
-    """Log one outcome (names, ids, codes, timing: never input or output) and return it."""
+    """Log one outcome as ``tool.executed`` (names, ids, codes, timing: never input or
+    output) and return it. ``router``/``action`` split the registry name at its first
+    dot; ``outcome`` is ``ok``, the error code, ``needs_confirmation`` or ``needs_pick``.
+    Inside a turn the trace, org and session ids come from structlog's context variables
+    (bound by the turn); the stream layer counts these lines as tool metrics."""
+    router, _, action = outcome.tool.partition(".")
+    if outcome.needs is not None:
+        result = f"needs_{outcome.needs}"
+    elif outcome.error is not None:
+        result = outcome.error.code
+    else:
+        result = "ok" if outcome.ok else "failed"
     _log.info(
-        "tool.outcome",
+        "tool.executed",
         tool=outcome.tool,
+        router=router,
+        action=action,
         tool_use_id=call.tool_use_id,
         session_id=call.session_id,
         turn_id=call.turn_id,
         step_id=call.step_id,
-        ok=outcome.ok,
-        code=outcome.error.code if outcome.error else None,
-        needs=outcome.needs,
+        outcome=result,
         duration_ms=outcome.duration_ms,
     )
     return outcome

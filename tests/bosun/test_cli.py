@@ -228,3 +228,15 @@ def _wait_healthy(url: str) -> None:
         except httpx.TransportError:
             time.sleep(0.05)
     raise AssertionError("bosun serve did not start")
+
+
+def test_org_tier_sets_and_shows_an_orgs_tier(env: dict[str, str], tmp_path: Path) -> None:
+    assert run(["migrate"], env, tmp_path).returncode == 0
+    shown = run(["org-tier", "--org", "acme"], env, tmp_path)
+    changed = run(["org-tier", "--org", "acme", "--tier", "pro"], env, tmp_path)
+    again = run(["org-tier", "--org", "acme"], env, tmp_path)
+    unknown = run(["org-tier", "--org", "acme", "--tier", "platinum"], env, tmp_path)
+
+    assert shown.stdout.strip() == "org acme: tier lite ($1.00 a day)"  # the default
+    assert changed.stdout.strip() == again.stdout.strip() == "org acme: tier pro ($5.00 a day)"
+    assert unknown.returncode == 2 and "no tier 'platinum'" in unknown.stderr

@@ -437,9 +437,10 @@ async def test_cancel_cuts_a_running_tool_off_and_never_starts_the_next_one(
     tail = [(r.type, r.data.get("tool_use_id"), r.data.get("error", {}).get("code")) for r in rows]
     assert cancelled == [handle.turn_id] and took < 1.0
     assert ran == ["slow.read"]
-    assert tail[-4:] == [
+    assert tail[-5:] == [
         ("tool_started", "toolu_slow", None),
         ("tool_completed", "toolu_slow", "cancelled"),
+        ("usage", None, None),  # the model call that asked for the tool was paid for
         ("error", None, None),
         ("done", None, None),
     ]

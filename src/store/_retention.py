@@ -1,0 +1,156 @@
+"""Retention: delete whole finished sessions that have been idle since before a cutoff.
+
+The log's rule is that events are never updated or deleted *within* a session; retention
+is the one exception, and it only ever removes a session together with everything that
+hangs off it (events, turns, tool executions, usage rows), so no log is left partial. A
+session is kept while one of its turns is ``running`` or ``suspended`` (a suspended turn
+still waits for the user's answer). Audit rows of the demo domain record changes to org
+data, not session data, and stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from sqlalchemy import ColumnElement, Select, delete, exists, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store._db import Database
+from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, UsageRow
+
+WAITING_STATUSES: Final = ("running", "suspended")
+DEFAULT_BATCH_SIZE: Final = 500
+
+# Children before the session row; each has a ``session_id`` (indexed) pointing at it.
+_CHILDREN: Final = (
+    ("events", EventRow),
+    ("tool_executions", ToolExecutionRow),
+    ("usage", UsageRow),
+    ("turns", TurnRow),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PruneReport:
+    """What a prune removed (``applied``) or would remove (a dry run), row counts per table.
+
+    ``kept_waiting`` counts sessions idle since before ``cutoff`` that were kept because a
+    turn of theirs is still running or waits for the user.
+    """
+
+    cutoff: datetime
+    applied: bool
+    sessions: int = 0
+    events: int = 0
+    turns: int = 0
+    tool_executions: int = 0
+    usage: int = 0
+    kept_waiting: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cutoff"] = self.cutoff.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return data
+
+
+def _waiting_turn() -> ColumnElement[bool]:
+    return exists().where(TurnRow.session_id == SessionRow.id, TurnRow.status.in_(WAITING_STATUSES))
+
+
+def _prunable(before: datetime) -> tuple[ColumnElement[bool], ...]:
+    return SessionRow.updated_at < before, ~_waiting_turn()
+
+
+class Retention:
+    """Deletes whole finished sessions, in batches, one transaction per batch."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def prune(
+        self, *, before: datetime, apply: bool, batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> PruneReport:
+        """Remove (``apply``) or count (dry run) the sessions last active before ``before``
+        that have no running or suspended turn, with all their rows.
+
+        Batches keep each write transaction short, so a large prune never holds the SQLite
+        writer (or PostgreSQL row locks) for long and live turns interleave with it.
+        """
+        assert before.tzinfo is not None, "the cutoff must be timezone-aware"
+        assert batch_size > 0, "batch_size must be positive"
+        if not apply:
+            return await self._dry_run(before)
+        async with self._db.read() as conn:
+            # One scan for the candidates (there is no index on ``updated_at`` alone), then
+            # primary-key lookups per batch.
+            candidates = list(
+                await conn.scalars(
+                    select(SessionRow.id)
+                    .where(*_prunable(before))
+                    .order_by(SessionRow.updated_at, SessionRow.id)
+                )
+            )
+        totals = dict.fromkeys(("sessions", *(name for name, _ in _CHILDREN)), 0)
+        for start in range(0, len(candidates), batch_size):
+            async with self._db.write() as conn:
+                removed = await self._delete_batch(
+                    conn, candidates[start : start + batch_size], before
+                )
+            for name, count in removed.items():
+                totals[name] += count
+        async with self._db.read() as conn:
+            kept = await _kept_waiting(conn, before)
+        return PruneReport(cutoff=before, applied=True, kept_waiting=kept, **totals)
+
+    @staticmethod
+    async def _delete_batch(
+        conn: AsyncConnection, ids: Sequence[str], before: datetime
+    ) -> dict[str, int]:
+        # Check again under lock: a session may have come back to life since the candidates
+        # were read. Every append bumps ``updated_at`` on the locked row, so PostgreSQL
+        # re-checks it against the newest version, and SQLite's BEGIN IMMEDIATE already
+        # excludes every other writer.
+        locked = list(
+            await conn.scalars(
+                select(SessionRow.id)
+                .where(SessionRow.id.in_(ids), *_prunable(before))
+                .with_for_update()
+            )
+        )
+        if not locked:
+            return {}
+        removed: dict[str, int] = {}
+        for name, table in _CHILDREN:
+            # Explicit deletes rather than ON DELETE CASCADE: the counts are the report, and
+            # the schema's cascades are not what this relies on.
+            result = await conn.execute(delete(table).where(table.session_id.in_(locked)))
+            removed[name] = result.rowcount
+        result = await conn.execute(delete(SessionRow).where(SessionRow.id.in_(locked)))
+        removed["sessions"] = result.rowcount
+        return removed
+
+    async def _dry_run(self, before: datetime) -> PruneReport:
+        """The same selection as ``prune`` applies, counted in one read transaction."""
+        prunable = select(SessionRow.id).where(*_prunable(before)).scalar_subquery()
+        counts: dict[str, int] = {}
+        async with self._db.read() as conn:
+            counts["sessions"] = await _count(conn, select(SessionRow.id).where(*_prunable(before)))
+            for name, table in _CHILDREN:
+                counts[name] = await _count(
+                    conn, select(table.session_id).where(table.session_id.in_(prunable))
+                )
+            kept = await _kept_waiting(conn, before)
+        return PruneReport(cutoff=before, applied=False, kept_waiting=kept, **counts)
+
+
+async def _kept_waiting(conn: AsyncConnection, before: datetime) -> int:
+    return await _count(
+        conn, select(SessionRow.id).where(SessionRow.updated_at < before, _waiting_turn())
+    )
+
+
+async def _count(conn: AsyncConnection, query: Select[str]) -> int:
+    return int(await conn.scalar(select(func.count()).select_from(query.subquery())) or 0)

@@ -1,0 +1,86 @@
+"""The lease keeper: renews this worker's turn leases and takes over those of dead workers.
+
+Every ``lease_s / 3`` seconds it renews the leases of the turns this process runs (a turn
+whose lease another worker has taken is stopped here: its writes would be refused), then
+claims running turns whose lease has run out, oldest first, and runs each on from where
+its log ends. On SQLite (one process) the same loop resumes the turns a previous process
+left running, once their lease runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+
+from store import Claim, Store
+from store.events import UserMessage
+from stream._models import ModelNotAllowedError, ModelResolver
+from stream._runner import TurnRunner
+
+_log = structlog.get_logger("bosun.turns")
+
+
+class Keeper:
+    """Heartbeats and takeovers for one worker, as a background task."""
+
+    def __init__(self, store: Store, runner: TurnRunner, models: ModelResolver) -> None:
+        self._store = store
+        self._runner = runner
+        self._models = models
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def every_s(self) -> float:
+        return self._runner.lease_s / 3
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="lease-keeper")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception as exc:  # a database hiccup must not stop the heartbeat
+                _log.error("keeper.failed", error_type=type(exc).__name__, exc_info=exc)
+            await asyncio.sleep(self.every_s)
+
+    async def tick(self) -> list[str]:
+        """One round: renew, stop what was lost, take over what expired. Returns the ids of
+        the turns taken over."""
+        runner = self._runner
+        mine = runner.running
+        held = await self._store.leases.renew(runner.worker_id, mine, runner.lease_s)
+        runner.fenced({t for t in mine if t not in held and t in runner.running})
+        claims = await self._store.leases.claim_expired(runner.worker_id, runner.lease_s)
+        for claim in claims:
+            await self._take_over(claim)
+        return [c.turn_id for c in claims]
+
+    async def _take_over(self, claim: Claim) -> None:
+        events = await self._store.log.read(claim.session_id, turn_id=claim.turn_id)
+        opening = next((e.event for e in events if e.type == "user_message"), None)
+        job = claim.job
+        if job is None or not isinstance(opening, UserMessage):
+            why = "The server stopped while this turn was running, and it cannot be resumed"
+            await self._runner.close_unresumable(claim, why)
+            return
+        try:
+            models = await self._models.resolve(org_id=str(job["org_id"]), requested=job["model"])
+        except ModelNotAllowedError:  # the model it used is no longer offered: the default
+            models = await self._models.resolve(org_id=str(job["org_id"]), requested=None)
+        _log.warning(
+            "turn.taken_over",
+            turn_id=claim.turn_id,
+            session_id=claim.session_id,
+            worker_id=self._runner.worker_id,
+            epoch=claim.epoch,
+        )
+        self._runner.take_over(claim, opening, models)

@@ -1,0 +1,173 @@
+"""Taking over a turn whose worker died: where it was, read back from its log.
+
+The log is the checkpoint. The plan is reused (``plan_created``); finished steps stand
+(``step_completed``); a step that was running goes on from a transcript rebuilt from its
+events (its text, its tool calls and their results), so the model sees what already ran
+and a write is never repeated for want of memory (and a call the model repeats under the
+same id replays its recorded result). A tool call cut off mid-run gets its recorded
+outcome if it finished, else an ``interrupted`` error: the model is told to check before
+trying again. Steps not started yet start as usual.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from executors import PlanSuspended, StepResult, Suspended
+from planner import Plan, PlannedStep
+from providers import Message, Part, TextPart, ToolCall, ToolResult
+from store import Store, StoredEvent
+from store.events import Event, ToolCompleted, ToolError
+
+INTERRUPTED = ToolError(
+    code="interrupted",
+    message="The worker running this call stopped before it reported back",
+    hint="It may or may not have taken effect: check before trying it again",
+)
+
+
+def logged_plan(events: Sequence[StoredEvent]) -> Plan | None:
+    """The plan the turn was running, if it got that far."""
+    data = next((e.data for e in reversed(events) if e.type == "plan_created"), None)
+    if data is None:
+        return None
+    steps = [
+        PlannedStep(
+            id=s["id"],
+            goal=s["goal"],
+            tools=list(s.get("tools", [])),
+            depends_on=list(s.get("depends_on", [])),
+            **({"max_tool_calls": s["max_tool_calls"]} if s.get("max_tool_calls") else {}),
+        )
+        for s in data.get("steps", [])
+    ]
+    return Plan(
+        strategy=data["strategy"],
+        reasoning=data.get("reasoning", "")[:600],
+        steps=steps,
+        executors=max(1, int(data.get("executors", 1))),
+    )
+
+
+async def checkpoint(
+    store: Store, plan: Plan, events: Sequence[StoredEvent]
+) -> tuple[PlanSuspended, list[Event]]:
+    """Where ``plan`` stood when the turn's log stopped, as a resumable ``PlanSuspended``,
+    and the ``tool_completed`` events owed to calls that were cut off."""
+    finished = {
+        e.data["step_id"]: StepResult(
+            step_id=e.data["step_id"],
+            ok=bool(e.data["ok"]),
+            summary=str(e.data["summary"]),
+            ended="answered" if e.data["ok"] else "model_failed",
+            tool_calls=int(e.data.get("tool_calls", 0)),
+            tokens=int(e.data.get("tokens", 0)),
+            duration_ms=int(e.data.get("duration_ms", 0)),
+        )
+        for e in events
+        if e.type == "step_completed"
+    }
+    started = [e.data["step_id"] for e in events if e.type == "step_started"]
+    running = [s for s in plan.steps if s.id in started and s.id not in finished]
+    owed: list[Event] = []
+    paused = []
+    for step in running:
+        messages, calls, last, known = _transcript(events, step.id, plan.strategy == "tool")
+        if last:  # the last message's results, the cut-off calls' included, in call order
+            parts = []
+            for call in last:
+                if call.id not in known:
+                    result, completed = await _cut_off_result(store, call)
+                    known[call.id] = result
+                    owed.append(completed)
+                parts.append(known[call.id])
+            messages.append(Message(role="user", parts=tuple(parts)))
+        paused.append(Suspended(step_id=step.id, pending=(), tool_calls=calls,
+                                messages=tuple(messages)))  # fmt: skip
+    waiting = {s.id for s in running}
+    rest = tuple(s.id for s in plan.steps if s.id not in finished and s.id not in waiting)
+    outcome = PlanSuspended(
+        results=tuple(finished[s.id] for s in plan.steps if s.id in finished),
+        suspended=tuple(paused),
+        not_started=rest,
+    )
+    return outcome, owed
+
+
+def _transcript(
+    events: Sequence[StoredEvent], step_id: str, answer_is_step: bool
+) -> tuple[list[Message], int, list[ToolCall], dict[str, ToolResult]]:
+    """The step's loop transcript rebuilt from its events: assistant messages (text, calls)
+    each followed by the results of its calls. Returns it (ending with the last assistant
+    message that made calls, without its results), the number of calls, that message's
+    calls, and the results logged for them. Text after the last calls (an answer cut off
+    mid-stream) is dropped: the step answers again."""
+    messages: list[Message] = []
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    results: dict[str, ToolResult] = {}
+    count = 0
+
+    def assistant() -> Message:
+        said = "".join(text)
+        parts: list[Part] = [TextPart(text=said)] if said.strip() else []
+        return Message(role="assistant", parts=(*parts, *calls))
+
+    for event in events:
+        data = event.data
+        owner = data.get("step_id")
+        if event.type == "text_delta" and (owner == step_id or (owner is None and answer_is_step)):
+            if calls:  # a new model turn after the last one's calls
+                messages.append(assistant())
+                messages.append(Message(role="user", parts=tuple(_of(results, c) for c in calls)))
+                text, calls = [], []
+            text.append(str(data.get("delta", "")))
+        elif event.type == "tool_started" and owner == step_id:
+            wire = str(data["tool"]).replace(".", "_")  # as the model called it
+            calls.append(ToolCall(id=data["tool_use_id"], name=wire, input=data["input"]))
+            count += 1
+        elif event.type == "tool_completed" and any(c.id == data.get("tool_use_id") for c in calls):
+            results[data["tool_use_id"]] = _result(data)
+    if calls:
+        messages.append(assistant())
+    return messages, count, calls, {c.id: results[c.id] for c in calls if c.id in results}
+
+
+def _of(results: dict[str, ToolResult], call: ToolCall) -> ToolResult:
+    interrupted = {"error": {"code": INTERRUPTED.code, "message": INTERRUPTED.message}}
+    return results.get(call.id) or ToolResult(
+        tool_use_id=call.id, content=json.dumps(interrupted), is_error=True
+    )
+
+
+def _result(data: dict[str, Any]) -> ToolResult:
+    payload: Any
+    if data.get("ok"):
+        payload = data.get("output") if data.get("output") is not None else {"ok": True}
+    else:
+        payload = {"error": data.get("error") or {"code": "failed"}}
+    content = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
+    return ToolResult(tool_use_id=data["tool_use_id"], content=content, is_error=not data.get("ok"))
+
+
+async def _cut_off_result(store: Store, call: ToolCall) -> tuple[ToolResult, ToolCompleted]:
+    """What a call cut off mid-run gets: its recorded outcome, if it finished, else the
+    ``interrupted`` error."""
+    row = await store.tool_executions.get(call.id)
+    if row is not None and row.status == "succeeded":
+        completed = ToolCompleted(tool_use_id=call.id, ok=True, output=row.output,
+                                  inverse_available=row.undoable)  # fmt: skip
+    else:
+        completed = ToolCompleted(tool_use_id=call.id, ok=False, error=INTERRUPTED)
+    data: dict[str, Any] = {
+        "tool_use_id": call.id,
+        "ok": completed.ok,
+        "output": completed.output,
+        "error": None if completed.error is None else {
+            "code": completed.error.code, "message": completed.error.message,
+            "hint": completed.error.hint,
+        },
+    }  # fmt: skip
+    return _result(data), completed

@@ -1,0 +1,148 @@
+"""Two ``bosun serve`` workers on one PostgreSQL behave as one service, even when one dies.
+
+A turn starts on worker A; once its write tool has run, A is killed with SIGKILL. Worker B
+takes the turn over when A's lease runs out and finishes it; a client that re-attaches to
+B gets every event exactly once, the log has no gap or duplicate, and the write ran once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg  # type: ignore[import-untyped]
+import httpx
+import pytest
+from httpx_sse import connect_sse
+
+from bosun.settings import DEV_JWT_SECRET
+from conftest import free_port
+from stream import TokenConfig, mint_token
+
+BOSUN = [sys.executable, "-m", "bosun.cli"]
+Popen = subprocess.Popen[str]
+GOAL = "Create the mobility workout"
+SCRIPT = f"""
+steps:
+  - match: "You are the planner"
+    text: >-
+      {{"strategy": "tool", "reasoning": "one write",
+        "steps": [{{"id": "s1", "goal": "{GOAL}", "tools": ["workouts.create"]}}]}}
+  - match: "{GOAL}"
+    tool_calls: [{{id: toolu_w, name: workouts_create,
+                   input: {{title: "Mobility reset", duration_min: 30}}}}]
+  - match: "{GOAL}"
+    text: "Created the Mobility reset workout for you, thirty minutes long."
+    delay_s: 0.4
+  - match: "Write a short title"
+    text: "Mobility workout"
+"""
+
+
+def _dsn(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+@pytest.fixture
+def workers(postgres_url: str, tmp_path: Path) -> Iterator[tuple[list[str], list[Popen]]]:
+    script = tmp_path / "script.yaml"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOSUN_")}
+    env |= {"BOSUN_DATABASE_URL": postgres_url, "BOSUN_WORKERS__LEASE_S": "2"}
+    migrate = subprocess.run([*BOSUN, "migrate"], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=60, check=False)  # fmt: skip
+    assert migrate.returncode == 0, migrate.stderr
+    ports = [free_port(), free_port()]
+    processes = [_serve(port, script, env, tmp_path) for port in ports]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        for url in urls:
+            _wait_healthy(url)
+        yield urls, processes
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=15)
+
+
+def _serve(port: int, script: Path, env: dict[str, str], cwd: Path) -> Popen:
+    command = [*BOSUN, "serve", "--dev", "--no-migrate", "--port", str(port)]
+    return subprocess.Popen(
+        [*command, "--model", f"scripted:{script}"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def _wait_healthy(url: str) -> None:
+    for _ in range(400):
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"bosun serve at {url} did not start")
+
+
+@pytest.mark.postgres
+async def test_a_killed_workers_turn_finishes_on_the_other(
+    workers: tuple[list[str], list[Popen]], postgres_url: str
+) -> None:
+    (url_a, url_b), (worker_a, _) = workers
+    token = mint_token(
+        TokenConfig(DEV_JWT_SECRET), user="dev", org="dev-org", role="owner", ttl_s=600
+    )
+    headers = {"Authorization": f"Bearer {token}"}
+    seen: list[tuple[int, str, dict[str, object]]] = []
+    with httpx.Client(base_url=url_a, timeout=30) as client:
+        body = {"message": "Create a 30 minute mobility workout"}
+        with connect_sse(client, "POST", "/v1/chat/stream", json=body, headers=headers) as events:
+            for sse in events.iter_sse():
+                seen.append((int(sse.id), sse.event, json.loads(sse.data)))
+                if sse.event == "text_delta":  # the write ran; the answer is streaming
+                    break
+    session_id = str(seen[0][2]["session_id"])
+    db = await asyncpg.connect(_dsn(postgres_url))
+    holder = await db.fetchval("SELECT worker_id FROM turns")
+    assert f":{worker_a.pid}:" in holder  # A runs it
+    os.kill(worker_a.pid, signal.SIGKILL)
+    worker_a.wait(timeout=10)
+
+    last = seen[-1][0]
+    rest: list[tuple[int, str, dict[str, object]]] = []
+    with httpx.Client(base_url=url_b, timeout=60) as client:
+        stream_headers = {**headers, "Last-Event-ID": str(last)}
+        with connect_sse(client, "GET", f"/v1/sessions/{session_id}/stream",
+                         headers=stream_headers) as events:  # fmt: skip
+            for sse in events.iter_sse():
+                rest.append((int(sse.id), sse.event, json.loads(sse.data)))
+
+    try:
+        seqs = [r["seq"] for r in await db.fetch("SELECT seq FROM events ORDER BY seq")]
+        writes = await db.fetchval("SELECT count(*) FROM workouts WHERE title = 'Mobility reset'")
+        execution = await db.fetchval(
+            "SELECT status FROM tool_executions WHERE tool_use_id = 'toolu_w'"
+        )
+        turn = await db.fetchrow("SELECT status, worker_id FROM turns")
+    finally:
+        await db.close()
+
+    ids = [i for i, _, _ in seen] + [i for i, _, _ in rest]
+    assert len(ids) == len(set(ids)) and ids == sorted(ids)  # every event once, in order
+    assert seqs == list(range(1, len(seqs) + 1))  # the log: no gap, no duplicate
+    streamed = {i for i, _, _ in seen} | {i for i, _, _ in rest}
+    assert streamed >= set(seqs) - {s for s in seqs if s > ids[-1]}
+    assert rest[-1][1] == "done" and rest[-1][2]["status"] == "completed"
+    assert writes == 1 and execution == "succeeded"  # the write ran once
+    assert (turn["status"], turn["worker_id"]) == ("completed", None)
