@@ -129,13 +129,17 @@ class Spend:
                     .values(reserved_usd_micros=spend.reserved_usd_micros - amount)
                 )
 
-    async def settle(self, usage: UsageRecord, *, day: date, reserved: int = 0) -> DaySpend:
+    async def settle(
+        self, usage: UsageRecord, *, day: date, reserved: int = 0, per_call: bool = True
+    ) -> DaySpend:
         """Record one call's usage everywhere it counts and give its reservation back, in one
-        transaction; returns the org's day afterwards."""
+        transaction; returns the org's day afterwards. ``per_call=False`` (a dry run, which
+        has no session) counts it in the daily roll-ups only."""
         spend = DailySpendRow
         now = utcnow()
         async with self._db.write() as conn:
-            await conn.execute(insert(UsageRow).values(**_usage_values(usage), created_at=now))
+            if per_call:
+                await conn.execute(insert(UsageRow).values(**_usage_values(usage), created_at=now))
             daily = self._insert(DailyUsageRow).values(
                 org_id=usage.org_id,
                 user_id=usage.user_id,

@@ -15,7 +15,7 @@ import json
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 
 import structlog
 
@@ -67,9 +67,10 @@ class BudgetExceededError(Exception):
 
     code = "budget_exceeded"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, resets_at: datetime) -> None:
         super().__init__(message)
         self.message = message
+        self.resets_at = resets_at
 
 
 def usd(micros: int) -> str:
@@ -108,7 +109,7 @@ class TurnMeter:
     policy: CapPolicy
     org_id: str
     user_id: str
-    session_id: str
+    session_id: str | None  # None: a dry run, counted per day but with no usage row
     turn_id: str
     by_role: dict[str, tuple[TokenUsage, int]] = field(default_factory=dict)
     tier: str | None = None
@@ -130,7 +131,9 @@ class TurnMeter:
         day = utc_day()
         today = await self.store.spend.today(self.org_id, day)
         if today.spent_usd_micros >= cap:
-            raise BudgetExceededError(self._message(cap, today.spent_usd_micros, day))
+            raise BudgetExceededError(
+                self._message(cap, today.spent_usd_micros, day), resets_at(day)
+            )
 
     async def reserve(self, model: str, request: ModelRequest) -> tuple[date, int]:
         day = utc_day()
@@ -142,7 +145,7 @@ class TurnMeter:
         while await self.store.spend.reserve(self.org_id, day, ceiling, cap) is None:
             spent = (await self.store.spend.today(self.org_id, day)).spent_usd_micros
             if spent >= cap:
-                raise BudgetExceededError(self._message(cap, spent, day))
+                raise BudgetExceededError(self._message(cap, spent, day), resets_at(day))
             # Under the cap, but the calls in flight hold the rest of it: wait for them to
             # settle (they may leave room, or use it up). Polling works across workers.
             await asyncio.sleep(pause)
@@ -159,7 +162,7 @@ class TurnMeter:
         before, before_cost = self.by_role.get(role, (TokenUsage(), 0))
         self.by_role[role] = (before + usage, before_cost + cost)
         return UsageRecord(
-            session_id=self.session_id,
+            session_id=self.session_id or "",
             turn_id=self.turn_id,
             org_id=self.org_id,
             user_id=self.user_id,
@@ -177,7 +180,8 @@ class TurnMeter:
         if record is None:
             await self.store.spend.release(self.org_id, day, reserved)
             return
-        after = await self.store.spend.settle(record, day=day, reserved=reserved)
+        per_call = self.session_id is not None
+        after = await self.store.spend.settle(record, day=day, reserved=reserved, per_call=per_call)
         await self._alerts(day, after)
 
     async def _alerts(self, day: date, after: DaySpend) -> None:

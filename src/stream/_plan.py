@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Request, post
@@ -9,11 +12,14 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from context import history, loads_from_log
-from planner import dry_run
+from planner import DryRun, dry_run
+from store import StoredEvent
 from stream._api import PlanRequest, Services
 from stream._auth import Principal
 from stream._errors import ApiError
 from stream._limits import enforce_rate_limits
+from stream._metering import BudgetExceededError, TurnMeter
+from stream._models import TurnRoleModels
 from stream._routes import session_for
 from stream._turn import AGENT_DISABLED
 
@@ -29,14 +35,39 @@ async def plan_dry_run(
     models = await services.models.resolve(org_id=principal.org_id, requested=None)
     if models.planner is None:
         raise ApiError(503, "agent_disabled", AGENT_DISABLED)
-    events = []
+    events: list[StoredEvent] = []
     if data.session_id is not None:
         session = await session_for(services, principal, data.session_id)
         events = await services.store.log.read(session.id)
     await enforce_rate_limits(services, principal)
     kit = services.kit
-    result = await dry_run(
-        models.planner,
+    # A dry run's planner call costs like any other: it counts against the org's cap.
+    meter = TurnMeter(
+        services.store, kit.caps, org_id=principal.org_id, user_id=principal.user_id,
+        session_id=None, turn_id=f"plan-{uuid.uuid4()}",
+    )  # fmt: skip
+    try:
+        await meter.check()
+        result = await _dry_run(services, data, principal, models, meter, events)
+    except BudgetExceededError as exc:
+        wait_s = max(1, math.ceil((exc.resets_at - datetime.now(UTC)).total_seconds()))
+        retry = {"Retry-After": str(wait_s)}
+        raise ApiError(429, "budget_exceeded", exc.message, headers=retry) from None
+    return result.to_dict()
+
+
+async def _dry_run(
+    services: Services,
+    data: PlanRequest,
+    principal: Principal,
+    models: TurnRoleModels,
+    meter: TurnMeter,
+    events: list[StoredEvent],
+) -> DryRun:
+    kit = services.kit
+    assert models.planner is not None
+    return await dry_run(
+        meter.wrap(models.planner, "planner"),
         data.message,
         catalogue=kit.catalogue(principal.role),
         budgets=kit.budgets,
@@ -48,4 +79,3 @@ async def plan_dry_run(
         timeout_s=kit.planner_timeout_s,
         counter=kit.counter(models.planner),
     )
-    return result.to_dict()

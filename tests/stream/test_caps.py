@@ -156,3 +156,28 @@ async def test_get_usage_reports_the_day_against_the_cap(make_server: ServerFact
     assert report["percent"] == round(100 * CALL_COST / 1_000_000, 2)
     assert report["reserved_usd_micros"] == 0
     assert report["resets_at"].startswith(f"{tomorrow}T00:00:00")
+
+
+async def test_a_dry_run_counts_against_the_cap(make_server: ServerFactory) -> None:
+    model = priced()
+    async with make_server(TurnModels(executor=model, planner=model)) as server:
+        store = server.store
+        planned = await server.client.post(
+            "/v1/plan", json={"message": "hi"}, headers=server.auth()
+        )
+        after_one = (await store.spend.today(ORG, utc_day())).spent_usd_micros
+        async with store.db.read() as conn:
+            rows = await conn.scalar(select(func.count()).select_from(UsageRow))
+        await store.spend.settle(
+            UsageRecord(session_id="", turn_id="x", org_id=ORG, user_id="ada", role="planner",
+                        model=HAIKU, cost_usd_micros=1_000_000),
+            day=utc_day(), per_call=False,
+        )  # fmt: skip
+        refused = await server.client.post(
+            "/v1/plan", json={"message": "hi"}, headers=server.auth()
+        )
+
+    assert planned.status_code == 200 and after_one == CALL_COST
+    assert rows == 0  # a dry run has no session: it is counted per day, not per call
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "budget_exceeded"
+    assert 1 <= int(refused.headers["Retry-After"]) <= 24 * 3600
