@@ -11,7 +11,7 @@ from bosun import __version__
 from bosun.demo import demo_sources
 from bosun.settings import ROLE_NAMES, Role, Settings
 from context import Budgets, SourceRegistry
-from executors import ExecutorLimits
+from executors import ExecutorLimits, StepShare
 from planner import PlanLimits
 from providers import Model, ProviderConfig, model_from_spec
 from store import Store
@@ -100,6 +100,11 @@ def build_kit(settings: Settings, store: Store) -> TurnKit:
         planner_timeout_s=planner.timeout_s,
         source_timeout_s=settings.limits.source_timeout_s,
         caps=cap_policy(settings),
+        turn_budget=StepShare(
+            tokens=settings.turn_budget.tokens or None,
+            usd_micros=round(settings.turn_budget.usd * 1_000_000) or None,
+            tool_calls=settings.turn_budget.tool_calls or None,
+        ),
     )
 
 

@@ -88,6 +88,15 @@ class CapSettings(BaseModel):
         return self
 
 
+class TurnBudgetSettings(BaseModel):
+    """What one turn may spend on its plan's steps, split evenly among them (``0``: no
+    limit); a step nearing its share is asked to wrap up with what it has."""
+
+    tokens: int = Field(default=200_000, ge=0)
+    usd: float = Field(default=0.50, ge=0)
+    tool_calls: int = Field(default=40, ge=0)
+
+
 class WorkerSettings(BaseModel):
     """Several ``bosun serve`` processes on one PostgreSQL: each running turn is leased to
     one worker, renewed every third of ``lease_s``; another worker takes over a turn whose
@@ -153,6 +162,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     caps: CapSettings = Field(default_factory=CapSettings)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    turn_budget: TurnBudgetSettings = Field(default_factory=TurnBudgetSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 

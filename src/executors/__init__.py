@@ -9,7 +9,14 @@ event a resume starts from (``restore``, then ``run_plan(resume=...)``).
 See docs/executors.md.
 """
 
-from executors._config import Emit, ExecutorKit, ExecutorLimits, ToolRunnerLike, TurnScope
+from executors._config import (
+    Emit,
+    ExecutorKit,
+    ExecutorLimits,
+    StepShare,
+    ToolRunnerLike,
+    TurnScope,
+)
 from executors._loop import resume_step, run_step
 from executors._merge import MERGE_PROMPT, MergeResult, merge
 from executors._prompt import EXECUTOR_PROMPT, dependency_item
@@ -23,6 +30,7 @@ from executors._results import (
     pending_events,
 )
 from executors._schedule import (
+    MERGE_RESERVE,
     PlanOutcome,
     PlanResult,
     PlanSuspended,
@@ -36,6 +44,7 @@ from executors._state import WRAP_UP_SHARE
 __all__ = [
     "EXECUTOR_PROMPT",
     "MERGE_PROMPT",
+    "MERGE_RESERVE",
     "REPLAY_VIOLATION",
     "WRAP_UP_SHARE",
     "Emit",
@@ -50,6 +59,7 @@ __all__ = [
     "StepEnd",
     "StepOutcome",
     "StepResult",
+    "StepShare",
     "Suspended",
     "ToolRunnerLike",
     "TurnScope",

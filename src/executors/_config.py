@@ -48,6 +48,33 @@ class ExecutorLimits:
             )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepShare:
+    """One step's share of its turn's budget (``None``: no limit of that kind): tokens of
+    model calls, their cost in micro-dollars, tool calls, and wall time. Like the step's
+    own limits, a share about to run out asks the executor to wrap up."""
+
+    tokens: int | None = None
+    usd_micros: int | None = None
+    tool_calls: int | None = None
+    wall_s: float | None = None
+
+    def split(self, parts: int, *, keep: float = 0.0) -> StepShare:
+        """This share divided evenly among ``parts`` steps, after holding back ``keep``
+        (a fraction, e.g. for the merge); wall time is not divided: steps run in parallel."""
+        parts = max(parts, 1)
+
+        def cut(value: int | None) -> int | None:
+            return None if value is None else max(int(value * (1 - keep)) // parts, 0)
+
+        return StepShare(
+            tokens=cut(self.tokens),
+            usd_micros=cut(self.usd_micros),
+            tool_calls=None if self.tool_calls is None else max(self.tool_calls // parts, 1),
+            wall_s=None if self.wall_s is None else self.wall_s * (1 - keep),
+        )
+
+
 class ToolRunnerLike(Protocol):
     """The two runner methods executors use (``tools.ToolRunner`` implements them).
 

@@ -15,7 +15,7 @@ from typing import assert_never
 
 from context import Item, executor_request
 from executors._calls import close_in_flight, refuse_all, resume_tools, run_tools
-from executors._config import Emit, ExecutorKit, TurnScope
+from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._prompt import build_prompt
 from executors._replay import guard_transcript
 from executors._results import StepEnd, StepOutcome, StepResult, Suspended
@@ -54,6 +54,7 @@ async def run_step(
     emit: Emit,
     data: Sequence[Item] = (),
     final_answer: bool = False,
+    share: StepShare | None = None,
 ) -> StepOutcome:
     """Run one plan step as a bounded tool loop and say how it ended.
 
@@ -64,7 +65,7 @@ async def run_step(
     registered (a validated plan's are); ``data`` fills the data section, most important
     first.
     """
-    state = _fresh_state(step, kit, data)
+    state = _fresh_state(step, kit, data, share)
     emit(ContextBudget(role="executor", report=state.prompt.report.to_dict(), step_id=step.id))
     env = StepEnv(step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer)
     return await _bounded(step.id, state, env, _first_turn(state, env))
@@ -79,6 +80,7 @@ async def resume_step(
     emit: Emit,
     data: Sequence[Item] = (),
     final_answer: bool = False,
+    share: StepShare | None = None,
 ) -> StepOutcome:
     """Go on with a step that ``suspended`` once the user has answered its pending calls.
 
@@ -90,7 +92,7 @@ async def resume_step(
     returns is what the resumed part spent (``tokens`` and ``tool_calls`` are the step's
     totals).
     """
-    state = _fresh_state(step, kit, data)
+    state = _fresh_state(step, kit, data, share)
     state.messages = list(suspended.messages)
     state.tool_calls = suspended.tool_calls
     state.model_turns = suspended.model_turns
@@ -103,7 +105,9 @@ async def resume_step(
     return await _bounded(step.id, state, env, resume_tools(state, env, calls, suspended.results))
 
 
-def _fresh_state(step: PlannedStep, kit: ExecutorKit, data: Sequence[Item]) -> StepState:
+def _fresh_state(
+    step: PlannedStep, kit: ExecutorKit, data: Sequence[Item], share: StepShare | None
+) -> StepState:
     prompt = build_prompt(
         step_id=step.id,
         goal=step.goal,
@@ -112,12 +116,12 @@ def _fresh_state(step: PlannedStep, kit: ExecutorKit, data: Sequence[Item]) -> S
         budget=kit.budget,
         counter=kit.counter,
     )
+    share = share or StepShare()
     started = now()
+    wall_s = min(kit.limits.wall_time_s, share.wall_s or kit.limits.wall_time_s)
+    calls = min(kit.limits.max_tool_calls, step.max_tool_calls, share.tool_calls or 1 << 30)
     return StepState(
-        prompt=prompt,
-        max_calls=min(kit.limits.max_tool_calls, step.max_tool_calls),
-        started=started,
-        deadline=started + kit.limits.wall_time_s,
+        prompt=prompt, max_calls=calls, started=started, deadline=started + wall_s, share=share
     )
 
 
@@ -125,7 +129,6 @@ async def _bounded(
     step_id: str, state: StepState, env: StepEnv, first: Awaitable[NextStep]
 ) -> StepOutcome:
     """Run the loop from ``first`` under the wall-time deadline; say how the step ended."""
-    kit = env.kit
     deadline = asyncio.timeout_at(state.deadline)
     try:
         async with deadline:
@@ -133,7 +136,7 @@ async def _bounded(
     except TimeoutError:
         if not deadline.expired():
             raise  # not ours: a TimeoutError escaping a handler is a bug to surface
-        why = f"the step's wall time of {kit.limits.wall_time_s:g} s ran out"
+        why = f"the step's wall time of {state.deadline - state.started:.3g} s ran out"
         close_in_flight(state, env, f"Stopped: {why}.")
         end = Finish(ok=False, ended="timed_out", summary=partial_summary(state, why))
     except asyncio.CancelledError:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from context import Item
-from executors._config import Emit, ExecutorKit, TurnScope
+from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._loop import resume_step, run_step
 from executors._prompt import dependency_item
 from executors._results import StepOutcome, StepResult, Suspended
@@ -43,6 +43,8 @@ class PlanSuspended:
 
 
 PlanOutcome = PlanResult | PlanSuspended
+MERGE_RESERVE = 0.2
+"""The share of a ``complex`` plan's remaining turn budget held back for its merge."""
 
 
 def executor_id(step_id: str) -> str:
@@ -71,6 +73,7 @@ async def run_plan(
     concurrency: int = 3,
     data: Sequence[Item] = (),
     resume: PlanSuspended | None = None,
+    budget: StepShare | None = None,
 ) -> PlanOutcome:
     """Run ``plan``'s steps, at most ``min(plan.executors, concurrency)`` at a time.
 
@@ -82,6 +85,9 @@ async def run_plan(
     With ``resume`` (the plan's earlier, suspended run, its pending calls now answered)
     the finished steps stand, the suspended ones go on (``resume_step``) and the rest
     start as their dependencies complete; ``results`` then include the earlier ones.
+
+    ``budget`` is what is left of the turn's budget: each step still to run gets an even
+    share of it (a ``complex`` plan holds ``MERGE_RESERVE`` back for its merge).
     """
     cap = max(1, min(plan.executors, concurrency))
     final_answer = plan.strategy == "tool"
@@ -90,12 +96,15 @@ async def run_plan(
     finished: dict[str, StepResult] = {r.step_id: r for r in resume.results} if resume else {}
     suspended: list[Suspended] = []
     running: dict[asyncio.Task[StepOutcome], str] = {}
+    to_run = [s for s in plan.steps if s.id not in finished]
+    keep = MERGE_RESERVE if plan.strategy == "complex" else 0.0
+    share = (budget or StepShare()).split(len(to_run), keep=keep)
     for paused in resume.suspended if resume else ():
         step = steps[paused.step_id]
         items = [*_dependency_data(plan, step, finished), *data]
         job = resume_step(
             step, paused, kit=kit, scope=scope, emit=emit, data=items,
-            final_answer=final_answer,
+            final_answer=final_answer, share=share,
         )  # fmt: skip
         running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
     try:
@@ -107,7 +116,7 @@ async def run_plan(
                     items = [*_dependency_data(plan, step, finished), *data]
                     job = run_step(
                         step, kit=kit, scope=scope, emit=emit, data=items,
-                        final_answer=final_answer,
+                        final_answer=final_answer, share=share,
                     )  # fmt: skip
                     running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
             if not running:

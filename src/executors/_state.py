@@ -7,7 +7,7 @@ import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 
-from executors._config import Emit, ExecutorKit, TurnScope
+from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._prompt import StepPrompt, wrap_up_note
 from executors._results import PendingCall, StepEnd
 from providers import Message, TokenUsage, ToolCall, ToolResult
@@ -78,6 +78,7 @@ class StepState:
     max_calls: int
     started: float
     deadline: float
+    share: StepShare = field(default_factory=StepShare)
     messages: list[Message] = field(default_factory=list)
     tool_calls: int = 0
     model_turns: int = 0
@@ -111,10 +112,18 @@ def next_turn(state: StepState, env: StepEnv, at: float) -> CallModel | WrapUp:
     reasons: list[str] = []
     if state.prompt.parts.tools and calls_left <= 0:
         reasons.append(f"all {state.max_calls} tool calls of this step are used")
-    if seconds_left < WRAP_UP_SHARE * limits.wall_time_s:
+    wall_s = state.deadline - state.started  # the step's wall time (its share may be less)
+    if seconds_left < WRAP_UP_SHARE * wall_s:
         reasons.append(f"less than {WRAP_UP_SHARE:.0%} of the step's wall time is left")
     if state.model_turns >= limits.max_model_turns - 1:
         reasons.append(f"this is model turn {limits.max_model_turns} of {limits.max_model_turns}")
+    share = state.share
+    if share.tokens is not None and state.tokens >= (1 - WRAP_UP_SHARE) * share.tokens:
+        reasons.append(f"this step's share of the turn's tokens ({share.tokens:,}) is nearly used")
+    if share.usd_micros is not None and state.cost_usd_micros >= (1 - WRAP_UP_SHARE) * (
+        share.usd_micros
+    ):
+        reasons.append("this step's share of the turn's cost budget is nearly used")
     if not reasons:
         return CallModel()
     note = wrap_up_note(
@@ -122,7 +131,7 @@ def next_turn(state: StepState, env: StepEnv, at: float) -> CallModel | WrapUp:
         calls_left=calls_left,
         max_calls=state.max_calls,
         seconds_left=seconds_left,
-        wall_time_s=limits.wall_time_s,
+        wall_time_s=wall_s,
     )
     return WrapUp(note=note, reasons=tuple(reasons))
 

@@ -16,6 +16,7 @@ from executors import (
     Emit,
     ExecutorKit,
     PlanSuspended,
+    StepShare,
     TurnScope,
     merge,
     pending_events,
@@ -50,6 +51,7 @@ async def execute_plan(
     knowledge: Sequence[tuple[str, str]],
     emit: Emit,
     resume: PlanSuspended | None = None,
+    budget: StepShare | None = None,
 ) -> Executed:
     """Run ``plan`` (a ``tool`` or ``complex`` one) and stream its answer; with ``resume``,
     go on from its suspended run.
@@ -75,6 +77,7 @@ async def execute_plan(
         concurrency=kit.plan_limits.max_executors,
         data=data,
         resume=resume,
+        budget=budget,
     )
     if isinstance(outcome, PlanSuspended):
         emit(suspension_event(plan, outcome))

@@ -20,7 +20,7 @@ from context import (
     loads_from_log,
     loads_needed,
 )
-from executors import ExecutorLimits
+from executors import ExecutorLimits, StepShare
 from planner import Catalogue, PlanLimits, PlanOutcome, make_plan
 from providers import Model
 from store import StoredEvent
@@ -40,6 +40,7 @@ class TurnKit:
     executor_limits: ExecutorLimits = field(default_factory=ExecutorLimits)
     capabilities: Capabilities = field(default_factory=Capabilities)
     caps: CapPolicy = field(default_factory=CapPolicy)
+    turn_budget: StepShare = field(default_factory=StepShare)  # split among a plan's steps
     planner_timeout_s: float = 30.0
     source_timeout_s: float = 5.0
     summariser_timeout_s: float = 20.0

@@ -24,7 +24,7 @@ from context import (
     needs_compression,
     render_message,
 )
-from executors import PlanSuspended, TurnScope
+from executors import PlanSuspended, StepShare, TurnScope
 from planner import Plan
 from providers import Model, ModelError
 from store import EventLog, Store, StoredEvent
@@ -175,7 +175,10 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
             else:
                 async with asyncio.timeout(turn.timeout_s):
                     await meter.check()
-                    closing, status = await _run(store, kit, turn, turn.model, out)
+                    deadline = asyncio.get_running_loop().time() + turn.timeout_s
+                    closing, status = await _run(
+                        store, kit, turn, turn.model, out, _Budget(meter, deadline)
+                    )
         except BudgetExceededError as exc:
             log.info("turn.budget_exceeded", org_id=turn.org_id)
             closing, status = [_error(turn, "budget_exceeded", exc.message)], "failed"
@@ -230,8 +233,46 @@ def _error(turn: Turn, code: str, message: str) -> Error:
     return Error(code=code, message=message, trace_id=turn.trace_id)
 
 
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """What the turn has spent (the meter) and when it must end."""
+
+    meter: TurnMeter
+    deadline: float
+
+    def left(self, budget: StepShare) -> StepShare:
+        """What is left of the turn's ``budget`` for its steps, now."""
+        spent = self.meter.usage_event()
+        tokens = (
+            spent.input_tokens
+            + spent.output_tokens
+            + spent.cache_read_tokens
+            + spent.cache_write_tokens
+        )
+        wall = self.deadline - asyncio.get_running_loop().time()
+        return StepShare(
+            tokens=None if budget.tokens is None else max(budget.tokens - tokens, 0),
+            usd_micros=(
+                None
+                if budget.usd_micros is None
+                else max(budget.usd_micros - spent.cost_usd_micros, 0)
+            ),
+            tool_calls=budget.tool_calls,
+            wall_s=max(wall * (1 - CLOSING_SHARE), 0.001),
+        )
+
+
+CLOSING_SHARE = 0.1
+"""The share of a turn's remaining wall time its steps leave for the merge and closing."""
+
+
 async def _run(
-    store: Store, kit: TurnKit, turn: Turn, model: Model, out: BatchingAppender
+    store: Store,
+    kit: TurnKit,
+    turn: Turn,
+    model: Model,
+    out: BatchingAppender,
+    budget: _Budget,
 ) -> tuple[list[Event], TurnStatus]:
     """Plan, load sources, execute or answer; return the closing events and status."""
     log = await store.log.read(turn.session_id)
@@ -277,6 +318,7 @@ async def _run(
             knowledge=knowledge(log, loaded),
             emit=out.add,
             resume=paused,
+            budget=budget.left(kit.turn_budget),
         )
         status, stop_reason = executed.status, executed.stop_reason
     else:
