@@ -12,6 +12,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from store import Store
@@ -34,11 +35,18 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
+MIGRATION_LOCK = 0x626F73756E  # "bosun": the advisory lock key migrations hold on PostgreSQL
+
+
 async def upgrade(store: Store, revision: str = "head") -> None:
-    """Migrate the store's database to ``revision`` in one transaction."""
+    """Migrate the store's database to ``revision`` in one transaction. On PostgreSQL the
+    transaction first takes an advisory lock, so concurrent upgrades (several workers
+    starting at once) run one after the other and the later ones find nothing to do."""
 
     def _run(connection: Connection) -> None:
         command.upgrade(alembic_config(connection), revision)
 
     async with store.db.write() as conn:
+        if store.dialect == "postgresql":  # workers starting together migrate one at a time
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         await conn.run_sync(_run)
