@@ -107,8 +107,11 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             role="owner",
             ttl_s=settings.token_ttl_s,
         )
+        host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address
         print(
-            f"Development token (user {DEV_USER}, org {DEV_ORG}, owner):\n{token}", file=sys.stderr
+            f"Development token (user {DEV_USER}, org {DEV_ORG}, owner):\n{token}\n"
+            f"Web chat, signed in: http://{host}:{args.port}/#token={token}",
+            file=sys.stderr,
         )
     uvicorn.run(
         app,

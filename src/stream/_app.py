@@ -13,7 +13,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 
 from store import Store
-from stream import _actions, _budget, _keys, _metrics, _plan, _resolve, _routes, _usage
+from stream import _actions, _budget, _keys, _metrics, _plan, _resolve, _routes, _usage, _web
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._errors import EXCEPTION_HANDLERS
@@ -42,6 +42,8 @@ ROUTES = [
     _keys.list_org_keys,
     _keys.put_org_key,
     _keys.delete_org_key,
+    _web.web_page,
+    _web.web_asset,
 ]
 
 

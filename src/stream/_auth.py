@@ -17,7 +17,8 @@ from litestar.types import ASGIApp
 
 Role = Literal["owner", "staff", "member"]
 ROLES: tuple[str, ...] = get_args(Role)
-PUBLIC_PATHS = ["^/healthz$", "^/metrics$", "^/schema", "^/$"]  # /metrics: 404 unless enabled
+# /metrics: 404 unless enabled; / and /web/: the web chat page and its assets
+PUBLIC_PATHS = ["^/healthz$", "^/metrics$", "^/schema", "^/$", "^/web/"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,6 @@ import asyncio
 from typing import Any
 
 from executor_fakes import FakeRunner, kit, per_goal, scope
-
 from executors import StepResult, run_step
 from planner import PlannedStep
 from providers import ModelRequest, Reply, ToolCall

@@ -8,9 +8,8 @@ from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
-from executor_fakes import FakeRunner, counter, goal_of, kit, normalise, per_goal, scope
-
 from context import EXECUTOR_BUDGET, prefix_ratio
+from executor_fakes import FakeRunner, counter, goal_of, kit, normalise, per_goal, scope
 from executors import EXECUTOR_PROMPT, StepResult, dependency_item, run_plan, run_step
 from executors._loop import call_model
 from executors._prompt import build_prompt

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from executor_fakes import FakeRunner, kit, per_goal, scope
-
 from executors import PlanSuspended, Suspended, restore, resume_step, run_plan, suspension_event
 from planner import Plan, PlannedStep
 from providers import ModelRequest, Reply, ToolCall, ToolResult

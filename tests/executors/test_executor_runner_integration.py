@@ -8,7 +8,6 @@ import re
 import uuid
 
 from executor_fakes import counter, per_goal, scope
-
 from executors import ExecutorKit, Suspended, pending_events, run_step
 from planner import PlannedStep
 from providers import ModelRequest, Reply, ToolCall, ToolResult

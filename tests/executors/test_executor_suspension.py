@@ -4,7 +4,6 @@ of the message, and hands the turn the pending events to emit."""
 from __future__ import annotations
 
 from executor_fakes import FakeRunner, kit, normalise, per_goal, scope
-
 from executors import PendingCall, Suspended, pending_events, run_step
 from planner import PlannedStep
 from providers import Reply, ToolCall

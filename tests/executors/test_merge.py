@@ -3,9 +3,8 @@ says what failed or was skipped."""
 
 from __future__ import annotations
 
-from executor_fakes import counter
-
 from context import History, HistoryEntry
+from executor_fakes import counter
 from executors import MERGE_PROMPT, StepResult, merge
 from planner import Plan, PlannedStep
 from providers import FunctionModel, Message, ModelRequest, Reply, TokenUsage

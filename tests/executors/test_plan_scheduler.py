@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 from executor_fakes import FakeRunner, kit, normalise, per_goal, scope
-
 from executors import PlanResult, PlanSuspended, run_plan
 from planner import Plan, PlannedStep
 from providers import ModelError, ModelRequest, Reply, ToolCall

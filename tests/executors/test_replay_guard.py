@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from executor_fakes import FakeRunner, counter, kit, scope
 from structlog.testing import capture_logs
 
 from context import EXECUTOR_BUDGET
+from executor_fakes import FakeRunner, counter, kit, scope
 from executors import REPLAY_VIOLATION, Repair, repair_transcript
 from executors._loop import drive
 from executors._prompt import build_prompt

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from executor_fakes import FakeRunner, kit, per_goal, scope
-
 from executors import MERGE_RESERVE, PlanResult, StepResult, StepShare, run_plan, run_step
 from planner import Plan, PlannedStep
 from providers import FunctionModel, ModelRequest, Reply, TokenUsage, ToolCall

@@ -1,0 +1,546 @@
+// Bosun's web chat: sign in with a bearer token, send turns, follow their SSE streams
+// (re-attaching after a drop), answer confirmations and pickers, undo writes, browse
+// past sessions and watch the day's spend. No framework, no build step.
+
+import { readFrames } from "./sse.js";
+import { ERROR_TEXT, Transcript, h } from "./render.js";
+
+const TOKEN_KEY = "bosun.token";
+const WARN_PERCENT = 80;
+const RETRY_DELAYS_MS = [300, 600, 1200, 2500, 5000];
+const MAX_RETRIES = 20;
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  login: $("login"),
+  tokenInput: $("token-input"),
+  identity: $("identity"),
+  identityName: $("identity-name"),
+  signOut: $("sign-out"),
+  sidebar: $("sidebar"),
+  sessionsToggle: $("sessions-toggle"),
+  newChat: $("new-chat"),
+  sessions: $("sessions"),
+  transcript: $("transcript"),
+  empty: $("empty"),
+  connection: $("connection"),
+  blocked: $("blocked"),
+  composer: $("composer"),
+  message: $("message"),
+  send: $("send"),
+  usage: $("usage"),
+};
+
+const state = {
+  token: null,
+  sessionId: null, // the session on screen; a new chat has none until its first event
+  run: null, // the stream being followed: {controller, stopped, done}
+  blocked: null, // the budget_exceeded error while the org is over its cap
+  view: 0, // bumped on every session switch, so late answers for an old view are dropped
+  reconnects: 0,
+  loading: false, // a session's log is being read: a message now would land out of order
+};
+
+const transcript = new Transcript(ui.transcript, {
+  confirm: (toolUseId, approved) =>
+    answer(`confirm/${encodeURIComponent(toolUseId)}`, { approved }),
+  pick: (toolUseId, id) => answer(`pick/${encodeURIComponent(toolUseId)}`, { id }),
+  undo: undo,
+});
+
+// --- the API ---------------------------------------------------------------------------
+
+function authHeaders(extra = {}) {
+  return { Authorization: `Bearer ${state.token}`, ...extra };
+}
+
+/** The error envelope of a failed response (or one made up for a non-JSON failure). */
+async function errorOf(response) {
+  try {
+    const body = await response.json();
+    if (body?.error?.code) return body.error;
+  } catch {
+    // not JSON: a proxy's page, say
+  }
+  const message = `HTTP ${response.status} ${response.statusText}`.trim();
+  return { code: `http_${response.status}`, message };
+}
+
+/** A JSON call: `{data}` or `{error}`. A 401 signs the user out. */
+async function api(method, path, body) {
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers: authHeaders(body === undefined ? {} : { "Content-Type": "application/json" }),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    return { error: { code: "network", message: "The server could not be reached." } };
+  }
+  if (!response.ok) {
+    const error = await errorOf(response);
+    if (response.status === 401) signOut(error);
+    return { error };
+  }
+  return { data: await response.json() };
+}
+
+function randomKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// --- following a stream ------------------------------------------------------------------
+
+/** The request that re-attaches to the open session after the last event on screen. */
+function reattach() {
+  return {
+    method: "GET",
+    url: `/v1/sessions/${encodeURIComponent(state.sessionId)}/stream`,
+    headers: { "Last-Event-ID": String(transcript.lastId) },
+    reattach: true,
+  };
+}
+
+/** Follow one SSE request to its end. When the connection drops (a network error, or a
+ * turn's stream that ends before its `done`), re-attach to the session after the last
+ * event on screen; the transcript drops any event id it has already rendered. A request
+ * marked `idempotent` (a new turn, sent with an Idempotency-Key) is sent again as is until
+ * its response begins: the server then returns the same turn, never a second one.
+ * Resolves to `null`, or to the error when the server refused the request. */
+async function follow(request) {
+  const run = { controller: null, stopped: false };
+  run.done = new Promise((resolve) => (run.finish = resolve));
+  state.run = run;
+  const view = state.view;
+  setBusy(true);
+  let refused = null;
+  try {
+    for (let attempt = 0; ; attempt += 1) {
+      const outcome = await streamOnce(run, request);
+      if (run.stopped || view !== state.view) break;
+      if (outcome.error || outcome.finished) {
+        refused = outcome.error ?? null;
+        break;
+      }
+      const resend = request.idempotent && !outcome.started;
+      if ((!resend && !state.sessionId) || attempt >= MAX_RETRIES) {
+        refused = { code: "network", message: "The connection was lost; try again." };
+        break;
+      }
+      state.reconnects += 1;
+      ui.connection.dataset.reconnects = String(state.reconnects);
+      setConnection("Reconnecting...");
+      await sleep(RETRY_DELAYS_MS[Math.min(attempt, RETRY_DELAYS_MS.length - 1)]);
+      if (run.stopped || view !== state.view) break;
+      if (!resend) request = reattach();
+    }
+  } finally {
+    setConnection("");
+    run.finish();
+    if (state.run === run) {
+      state.run = null;
+      setBusy(false);
+    }
+  }
+  return refused;
+}
+
+/** One request: `{error}` when the server refused it; else `started` once its response
+ * began and `finished` when its stream ended as it should (a turn's at its `done`, a
+ * re-attached one when nothing runs any more). Anything else is a dropped connection. */
+async function streamOnce(run, request) {
+  run.controller = new AbortController();
+  let response;
+  try {
+    response = await fetch(request.url, {
+      method: request.method,
+      headers: authHeaders({ Accept: "text/event-stream", ...request.headers }),
+      body: request.body,
+      signal: run.controller.signal,
+    });
+  } catch {
+    return { started: false };
+  }
+  if (!response.ok) {
+    const error = await errorOf(response);
+    if (response.status === 401) signOut(error);
+    return { error };
+  }
+  const sessionId = response.headers.get("X-Session-Id");
+  if (sessionId) openedSession(sessionId);
+  setConnection("");
+  let finished = false;
+  try {
+    for await (const frame of readFrames(response.body)) {
+      const event = toEvent(frame);
+      if (!event) continue;
+      transcript.apply(event);
+      onLiveEvent(event);
+      finished ||= event.type === "done";
+    }
+  } catch {
+    return { started: true }; // the connection broke mid-stream
+  }
+  return { started: true, finished: finished || Boolean(request.reattach) };
+}
+
+function toEvent(frame) {
+  try {
+    const id = frame.id == null || frame.id === "" ? null : Number(frame.id);
+    return { id, type: frame.event, data: JSON.parse(frame.data) };
+  } catch {
+    console.warn("Skipped an SSE frame that is not JSON", frame);
+    return null;
+  }
+}
+
+function onLiveEvent(event) {
+  ui.empty.hidden = true;
+  if (event.type === "session_started") openedSession(event.data.session_id);
+  if (event.type === "error" && event.data.code === "budget_exceeded") block(event.data);
+}
+
+function stopFollowing() {
+  if (!state.run) return;
+  state.run.stopped = true;
+  state.run.controller?.abort();
+  state.run = null;
+  setBusy(false);
+}
+
+/** Wait for the stream being followed (if any) to end. */
+async function idle() {
+  while (state.run) await state.run.done;
+}
+
+// --- turns and answers -------------------------------------------------------------------
+
+async function sendMessage(text) {
+  const body = { message: text };
+  if (state.sessionId) body.session_id = state.sessionId;
+  const error = await follow({
+    method: "POST",
+    url: "/v1/chat/stream",
+    headers: { "Content-Type": "application/json", "Idempotency-Key": randomKey() },
+    body: JSON.stringify(body),
+    idempotent: true,
+  });
+  if (error) {
+    if (!ui.message.value) ui.message.value = text; // give the user their text back
+    if (error.code === "budget_exceeded") block(error);
+    noteError(error);
+  }
+  await afterTurn();
+}
+
+/** Confirm or pick: the reply is the turn's stream from the answer on. */
+async function answer(route, body) {
+  await idle();
+  const error = await follow({
+    method: "POST",
+    url: `/v1/sessions/${encodeURIComponent(state.sessionId)}/${route}`,
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  await afterTurn();
+  return error;
+}
+
+async function undo(toolUseId) {
+  const session = encodeURIComponent(state.sessionId);
+  const path = `/v1/sessions/${session}/undo/${encodeURIComponent(toolUseId)}`;
+  const { data, error } = await api("POST", path);
+  return error ? { error } : { result: data };
+}
+
+async function afterTurn() {
+  await Promise.all([refreshUsage(), refreshSessions()]);
+  if (!state.run) ui.message.focus();
+}
+
+// --- sessions ----------------------------------------------------------------------------
+
+function openedSession(sessionId) {
+  if (state.sessionId === sessionId) return;
+  state.sessionId = sessionId;
+  markCurrentSession();
+}
+
+/** Show a past session as it was streamed (its log through the same renderer), then
+ * follow it if a turn of it is still running. */
+async function openSession(sessionId) {
+  stopFollowing();
+  const view = ++state.view;
+  transcript.reset();
+  state.sessionId = sessionId;
+  markCurrentSession();
+  collapseSessions();
+  ui.empty.hidden = true;
+  setLoading(true);
+  let running = false;
+  try {
+    running = await readLog(sessionId, view);
+  } finally {
+    if (view === state.view) setLoading(false);
+  }
+  if (view !== state.view) return;
+  if (running) await follow(reattach());
+  ui.message.focus();
+}
+
+/** Render the session's whole log; whether a turn of it is still running. */
+async function readLog(sessionId, view) {
+  const base = `/v1/sessions/${encodeURIComponent(sessionId)}`;
+  for (;;) {
+    const { data, error } = await api("GET", `${base}/events?after=${transcript.lastId}`);
+    if (view !== state.view) return false;
+    if (error) {
+      noteError(error);
+      return false;
+    }
+    for (const { seq, type, data: body, created_at: createdAt } of data.events) {
+      transcript.apply({ id: seq, type, data: body }, { createdAt });
+    }
+    if (!data.events.length || transcript.lastId >= data.last_seq) break;
+  }
+  const { data: detail } = await api("GET", base);
+  return detail?.status === "running";
+}
+
+function setLoading(loading) {
+  state.loading = loading;
+  syncComposer();
+}
+
+function newChat() {
+  stopFollowing();
+  state.view += 1;
+  setLoading(false);
+  state.sessionId = null;
+  transcript.reset();
+  ui.empty.hidden = false;
+  markCurrentSession();
+  collapseSessions();
+  ui.message.focus();
+}
+
+async function refreshSessions() {
+  if (!state.token) return;
+  const { data } = await api("GET", "/v1/sessions");
+  if (!data) return;
+  ui.sessions.replaceChildren(
+    ...data.sessions.map((session) =>
+      h(
+        "li",
+        {},
+        h(
+          "button.session",
+          { type: "button", dataset: { sessionId: session.id }, title: session.title ?? "" },
+          h("span.session-title", { textContent: session.title || "Untitled" }),
+          h("span.session-time", { textContent: new Date(session.updated_at).toLocaleString() }),
+        ),
+      ),
+    ),
+  );
+  ui.sessionsToggle.textContent = `Sessions (${data.sessions.length})`;
+  markCurrentSession();
+}
+
+function markCurrentSession() {
+  for (const button of ui.sessions.querySelectorAll("button.session")) {
+    if (button.dataset.sessionId === state.sessionId) button.setAttribute("aria-current", "true");
+    else button.removeAttribute("aria-current");
+  }
+}
+
+function collapseSessions() {
+  ui.sessionsToggle.setAttribute("aria-expanded", "false");
+  ui.sidebar.dataset.open = "false";
+}
+
+// --- usage and the daily cap -------------------------------------------------------------
+
+function usd(micros) {
+  return `$${(micros / 1e6).toFixed(micros > 0 && micros < 10_000 ? 4 : 2)}`;
+}
+
+async function refreshUsage() {
+  if (!state.token) return;
+  const { data } = await api("GET", "/v1/usage");
+  if (!data) return;
+  const cap = data.cap_usd_micros;
+  const spent = data.spent_usd_micros;
+  const unmetered = cap < 0;
+  const percent = unmetered ? null : cap > 0 ? (100 * spent) / cap : 100;
+  const shown = unmetered ? "" : `${percent.toFixed(percent < 10 ? 1 : 0)} %`;
+  const text = unmetered
+    ? `Today: ${usd(spent)} spent (tier ${data.tier}, unmetered)`
+    : `Today: ${usd(spent)} of ${usd(cap)} (${shown}), tier ${data.tier}`;
+  ui.usage.replaceChildren(h("span.usage-text", { textContent: text }));
+  if (!unmetered) {
+    const value = Math.min(percent, 100);
+    ui.usage.append(h("meter", { min: 0, max: 100, high: WARN_PERCENT, optimum: 0, value }));
+  }
+  ui.usage.classList.toggle("warning", percent !== null && percent >= WARN_PERCENT);
+  if (state.blocked && (unmetered || spent < cap)) unblock();
+}
+
+function block(error) {
+  state.blocked = error;
+  ui.blocked.replaceChildren(
+    h("strong", { textContent: ERROR_TEXT.budget_exceeded }),
+    " ",
+    h("span", { textContent: error.message ?? "" }),
+    " ",
+    h("code", { textContent: error.code }),
+  );
+  ui.blocked.hidden = false;
+  syncComposer();
+}
+
+function unblock() {
+  state.blocked = null;
+  ui.blocked.hidden = true;
+  syncComposer();
+}
+
+// --- composer, connection, sign-in -------------------------------------------------------
+
+function setBusy(busy) {
+  document.body.dataset.busy = busy ? "true" : "false";
+  syncComposer();
+}
+
+function syncComposer() {
+  const off = !state.token || Boolean(state.blocked);
+  ui.message.disabled = off;
+  ui.send.disabled = off || Boolean(state.run) || state.loading;
+  ui.composer.dataset.state = off ? "disabled" : state.run ? "busy" : "ready";
+}
+
+function setConnection(text) {
+  ui.connection.textContent = text;
+}
+
+function submit() {
+  const text = ui.message.value.trim();
+  if (!text || ui.send.disabled) return;
+  ui.message.value = "";
+  sendMessage(text);
+}
+
+/** The token's claims, read for display only: the server checks the signature. */
+function claimsOf(token) {
+  try {
+    const payload = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    const bytes = Uint8Array.from(atob(payload), (c) => c.charCodeAt(0));
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return null;
+  }
+}
+
+function signIn(token) {
+  const claims = claimsOf(token);
+  const problem = !claims
+    ? "That is not a bearer token (a JWT)."
+    : claims.exp && claims.exp * 1000 < Date.now()
+      ? "That token has expired: mint a new one."
+      : "";
+  if (problem) {
+    ui.login.hidden = false;
+    ui.tokenInput.setCustomValidity(problem);
+    ui.tokenInput.reportValidity();
+    return false;
+  }
+  state.token = token;
+  localStorage.setItem(TOKEN_KEY, token);
+  ui.login.hidden = true;
+  ui.identity.hidden = false;
+  ui.identityName.textContent = `${claims.sub} · ${claims.org} (${claims.role})`;
+  syncComposer();
+  refreshSessions();
+  refreshUsage();
+  ui.message.focus();
+  return true;
+}
+
+/** Forget the token and everything shown with it; `error` says why (a refused token). */
+function signOut(error = null) {
+  newChat();
+  state.token = null;
+  state.blocked = null;
+  localStorage.removeItem(TOKEN_KEY);
+  ui.login.hidden = false;
+  ui.identity.hidden = true;
+  ui.blocked.hidden = true;
+  ui.sessions.replaceChildren();
+  ui.usage.replaceChildren();
+  if (error) transcript.note(error);
+  syncComposer();
+  ui.tokenInput.focus();
+}
+
+/** Show a failure in the transcript; a refused token was shown by `signOut` already. */
+function noteError(error) {
+  if (error.code !== "unauthorized") transcript.note(error);
+}
+
+/** A `#token=...` link (printed by `bosun serve --dev`): keep the token, drop it from the
+ * address bar and the history. */
+function tokenFromLink() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const token = params.get("token");
+  if (!token) return null;
+  history.replaceState(null, "", location.pathname + location.search);
+  return token;
+}
+
+function wire() {
+  ui.login.addEventListener("submit", (event) => {
+    event.preventDefault();
+    ui.tokenInput.setCustomValidity("");
+    if (signIn(ui.tokenInput.value.trim())) ui.tokenInput.value = "";
+  });
+  ui.tokenInput.addEventListener("input", () => ui.tokenInput.setCustomValidity(""));
+  ui.signOut.addEventListener("click", () => signOut());
+  ui.composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    submit();
+  });
+  ui.message.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submit();
+    }
+  });
+  ui.newChat.addEventListener("click", newChat);
+  ui.sessions.addEventListener("click", (event) => {
+    const button = event.target.closest("button.session");
+    if (button) openSession(button.dataset.sessionId);
+  });
+  ui.sessionsToggle.addEventListener("click", () => {
+    const open = ui.sessionsToggle.getAttribute("aria-expanded") !== "true";
+    ui.sessionsToggle.setAttribute("aria-expanded", String(open));
+    ui.sidebar.dataset.open = String(open);
+  });
+}
+
+function start() {
+  wire();
+  const token = tokenFromLink() ?? localStorage.getItem(TOKEN_KEY);
+  if (!token || !signIn(token)) signOut();
+}
+
+/** A test hook: drop the current stream's connection as the network would. */
+window.bosunDebug = {
+  dropConnection() {
+    state.run?.controller?.abort();
+  },
+};
+
+start();
