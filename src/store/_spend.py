@@ -131,10 +131,11 @@ class Spend:
 
     async def settle(
         self, usage: UsageRecord, *, day: date, reserved: int = 0, per_call: bool = True
-    ) -> DaySpend:
+    ) -> DaySpend | None:
         """Record one call's usage everywhere it counts and give its reservation back, in one
-        transaction; returns the org's day afterwards. ``per_call=False`` (a dry run, which
-        has no session) counts it in the daily roll-ups only."""
+        transaction; returns the org's day afterwards (``None`` for a free call, which leaves
+        it unchanged). ``per_call=False`` (a dry run, which has no session) counts it in the
+        daily roll-ups only."""
         spend = DailySpendRow
         now = utcnow()
         async with self._db.write() as conn:
@@ -167,17 +168,26 @@ class Spend:
                     },
                 )
             )
-            await self._ensure_day(conn, usage.org_id, day)
+            if usage.cost_usd_micros == 0 and reserved == 0:
+                return None  # a free call: the org's day is unchanged
+            day_row = self._insert(spend).values(
+                org_id=usage.org_id,
+                day=day,
+                spent_usd_micros=usage.cost_usd_micros,
+                reserved_usd_micros=0,
+                alerted_pct=0,
+                updated_at=now,
+            )
             row = (
                 await conn.execute(
-                    update(spend)
-                    .where(spend.org_id == usage.org_id, spend.day == day)
-                    .values(
-                        spent_usd_micros=spend.spent_usd_micros + usage.cost_usd_micros,
-                        reserved_usd_micros=spend.reserved_usd_micros - reserved,
-                        updated_at=now,
-                    )
-                    .returning(spend.spent_usd_micros, spend.reserved_usd_micros)
+                    day_row.on_conflict_do_update(
+                        index_elements=["org_id", "day"],
+                        set_={
+                            "spent_usd_micros": spend.spent_usd_micros + usage.cost_usd_micros,
+                            "reserved_usd_micros": spend.reserved_usd_micros - reserved,
+                            "updated_at": now,
+                        },
+                    ).returning(spend.spent_usd_micros, spend.reserved_usd_micros)
                 )
             ).one()
         return DaySpend(int(row[0]), int(row[1]))

@@ -182,7 +182,8 @@ class TurnMeter:
             return
         per_call = self.session_id is not None
         after = await self.store.spend.settle(record, day=day, reserved=reserved, per_call=per_call)
-        await self._alerts(day, after)
+        if after is not None:  # a free call leaves the day (and its alerts) as they were
+            await self._alerts(day, after)
 
     async def _alerts(self, day: date, after: DaySpend) -> None:
         cap = await self.cap()
