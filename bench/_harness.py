@@ -8,6 +8,7 @@ import importlib.util
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import FrameType
@@ -45,6 +46,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+SECRET_ENV = "BOSUN_BENCH_JWT_SECRET"  # noqa: S105 (the variable's name, not a secret)
+
+
+def spawn_server(
+    script: str, args: list[str], *, secret: str, workdir: Path, profile: Path | None
+) -> subprocess.Popen[bytes]:
+    """Run ``script --serve ARGS`` (a benchmark's own server mode) in ``workdir``, with the
+    signing secret in its environment and its output on our stderr."""
+    command = [sys.executable, str(Path(script).resolve()), "--serve", *args]
+    if profile is not None:
+        command += ["--profile", str(profile)]
+    return subprocess.Popen(
+        command,
+        env={**os.environ, SECRET_ENV: secret},
+        stdout=sys.stderr,  # keep this process's stdout for the results
+        cwd=workdir,  # no stray bosun.toml from the caller's directory
+    )
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:

@@ -55,10 +55,12 @@ from pydantic_core import to_jsonable_python
 
 from _harness import (
     HOST,
+    SECRET_ENV,
     free_port,
     loop_and_http,
     process_cpu_s,
     raise_exit,
+    spawn_server,
     stop_process,
     wait_healthy,
 )
@@ -87,7 +89,6 @@ ORG = "bench"
 ROLE: Role = "owner"
 MODEL = "function:bench"  # a test double's spec: unpriced, counted with o200k_base
 TURN_TIMEOUT_S = 60.0
-SECRET_ENV = "BOSUN_BENCH_JWT_SECRET"  # noqa: S105 (the variable's name, not a secret)
 PARALLEL_STEPS = 4
 STEP_TOOLS = ("members.search", "programs.list")  # the complex plan's steps alternate
 TOOL_INPUT: dict[str, dict[str, Any]] = {"members_search": {"query": "sam"}, "programs_list": {}}
@@ -484,30 +485,10 @@ def start_server(
     spec: ServerSpec, workdir: Path, calls: int, secret: str, profile: Path | None
 ) -> Server:
     port = free_port()
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--serve",
-        spec.name,
-        "--port",
-        str(port),
-        "--db",
-        str(workdir / f"{spec.name}.db"),
-        "--latency-ms",
-        str(spec.latency_ms),
-        "--max-executors",
-        str(spec.max_executors),
-        "--calls",
-        str(calls),
-    ]
-    if profile is not None:
-        command += ["--profile", str(profile)]
-    process = subprocess.Popen(
-        command,
-        env={**os.environ, SECRET_ENV: secret},
-        stdout=sys.stderr,  # keep this process's stdout for the results
-        cwd=workdir,  # no stray bosun.toml from the caller's directory
-    )
+    args = [spec.name, "--port", str(port), "--db", str(workdir / f"{spec.name}.db"),
+            "--latency-ms", str(spec.latency_ms), "--max-executors", str(spec.max_executors),
+            "--calls", str(calls)]  # fmt: skip
+    process = spawn_server(__file__, args, secret=secret, workdir=workdir, profile=profile)
     return Server(spec=spec, process=process, port=port)
 
 

@@ -46,10 +46,12 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from _harness import (
     HOST,
+    SECRET_ENV,
     free_port,
     loop_and_http,
     process_cpu_s,
     raise_exit,
+    spawn_server,
     stop_process,
     wait_healthy,
 )
@@ -57,7 +59,6 @@ from _harness import (
 DELTA = "x "
 DELTA_DATA = json.dumps({"delta": DELTA}, separators=(",", ":"))
 STREAM_TIMEOUT_S = 60.0
-SECRET_ENV = "BOSUN_BENCH_JWT_SECRET"  # noqa: S105 (the variable's name, not a secret)
 ServerKind = Literal["bosun", "bare"]
 ClientKind = Literal["httpx", "raw"]
 KINDS: tuple[ServerKind, ...] = ("bosun", "bare")
@@ -496,26 +497,8 @@ def start_server(
     kind: ServerKind, workdir: Path, deltas: int, secret: str, profile: Path | None
 ) -> Server:
     port = free_port()
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--serve",
-        kind,
-        "--port",
-        str(port),
-        "--db",
-        str(workdir / f"{kind}.db"),
-        "--deltas",
-        str(deltas),
-    ]
-    if profile is not None:
-        command += ["--profile", str(profile)]
-    process = subprocess.Popen(
-        command,
-        env={**os.environ, SECRET_ENV: secret},
-        stdout=sys.stderr,  # keep this process's stdout for the results
-        cwd=workdir,  # no stray bosun.toml from the caller's directory
-    )
+    args = [kind, "--port", str(port), "--db", str(workdir / f"{kind}.db"), "--deltas", str(deltas)]
+    process = spawn_server(__file__, args, secret=secret, workdir=workdir, profile=profile)
     return Server(kind=kind, process=process, port=port)
 
 

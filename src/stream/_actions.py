@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, post
-from litestar.di import NamedDependency
+from litestar import post
 from litestar.params import FromPath
 from pydantic import BaseModel, Field
 
 from store.events import ToolCompleted, ToolError, ToolStarted
-from stream._api import Services
-from stream._auth import Principal
+from stream._api import AuthedRequest, ServicesDep
 from stream._errors import ApiError, ErrorCode
 from stream._routes import session_for
 from tools import ToolContext, ToolOutcome, ToolRunner
-
-AuthedRequest = Request[Principal, Any, Any]
-ServicesDep = NamedDependency[Services]
 
 # Why an undo did not run, by the runner's code: the undo's own refusals keep their code
 # (clients tell "already undone" from "cannot be undone"); the gates' become HTTP errors.

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from litestar import Request
+from litestar.di import NamedDependency
 from pydantic import BaseModel, ConfigDict, Field
 
 from store import Store
-from stream._auth import TokenConfig
+from stream._auth import Principal, TokenConfig
 from stream._models import ModelResolver
 from stream._phases import TurnKit
 from stream._runner import TurnRunner
@@ -61,6 +63,12 @@ class Services:
     config: StreamConfig
     kit: TurnKit
     locks: SessionLocks = field(default_factory=SessionLocks)
+
+
+AuthedRequest = Request[Principal, Any, Any]
+"""A request that passed the bearer-token middleware: ``request.user`` is its principal."""
+ServicesDep = NamedDependency[Services]
+"""How a route handler asks for the shared services."""
 
 
 class ChatRequest(BaseModel):

@@ -7,20 +7,15 @@ give it a schema in the OpenAPI document and check the shape on the way out.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
-from litestar import Request, get
-from litestar.di import NamedDependency
+from litestar import get
 from litestar.params import FromPath
 from pydantic import BaseModel, Field
 
 from context import read_session_budget
-from stream._api import Services
-from stream._auth import Principal
+from stream._api import AuthedRequest, ServicesDep
 from stream._routes import session_for
-
-AuthedRequest = Request[Principal, Any, Any]
-ServicesDep = NamedDependency[Services]
 
 
 class SectionOut(BaseModel):

@@ -5,20 +5,17 @@ Keys are encrypted at rest and only ever shown as their last four characters.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from litestar import Request, delete, get, put
-from litestar.di import NamedDependency
+from litestar import delete, get, put
 from litestar.params import FromPath, JSONBody
 
 from store import OrgKeyInfo, SecretsKeyError
-from stream._api import OrgKeyIn, OrgKeyOut, Services
+from stream._api import AuthedRequest, OrgKeyIn, OrgKeyOut, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError
 
 KeyProvider = Literal["anthropic", "openai", "openai-compatible"]
-AuthedRequest = Request[Principal, Any, Any]
-ServicesDep = NamedDependency[Services]
 
 
 def _require(principal: Principal, *roles: str) -> None:

@@ -8,13 +8,11 @@ user or session, but operators should still keep it on a private network.
 from __future__ import annotations
 
 from litestar import Response, get
-from litestar.di import NamedDependency
 
-from stream._api import Services
+from stream._api import ServicesDep
 from stream._errors import ApiError
 from stream._observe import METRICS
 
-ServicesDep = NamedDependency[Services]
 CONTENT_TYPE = "text/plain; version=0.0.4"  # Litestar adds "; charset=utf-8"
 
 

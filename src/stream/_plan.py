@@ -7,14 +7,13 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from litestar import Request, post
-from litestar.di import NamedDependency
+from litestar import post
 from litestar.params import JSONBody
 
 from context import history, loads_from_log
 from planner import DryRun, dry_run
 from store import StoredEvent
-from stream._api import PlanRequest, Services
+from stream._api import AuthedRequest, PlanRequest, Services, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError
 from stream._limits import enforce_rate_limits
@@ -22,9 +21,6 @@ from stream._metering import BudgetExceededError, TurnMeter
 from stream._models import TurnRoleModels
 from stream._routes import session_for
 from stream._turn import AGENT_DISABLED
-
-AuthedRequest = Request[Principal, Any, Any]
-ServicesDep = NamedDependency[Services]
 
 
 @post("/v1/plan", status_code=200, summary="Planner-only dry run: plan, sources, budgets, cost")

@@ -10,10 +10,9 @@ after a restart. Either way the response is the turn's SSE stream from the answe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from litestar import Request, post
-from litestar.di import NamedDependency
+from litestar import post
 from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
@@ -22,14 +21,10 @@ from executors import PendingCall, PlanSuspended, restore
 from planner import Plan
 from store import Store, TurnRecord
 from store.events import Done, Event, ToolResolved, UserMessage
-from stream._api import Services
-from stream._auth import Principal
+from stream._api import AuthedRequest, Services, ServicesDep
 from stream._errors import ApiError
 from stream._routes import session_for, sse_stream
 from tools import rejection
-
-AuthedRequest = Request[Principal, Any, Any]
-ServicesDep = NamedDependency[Services]
 
 
 class ConfirmIn(BaseModel):

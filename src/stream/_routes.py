@@ -8,22 +8,23 @@ import hashlib
 import json
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from litestar import Request, get, post
-from litestar.di import NamedDependency
+from litestar import get, post
 from litestar.params import FromPath, FromQuery, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
 from context import conversation
 from store import IdempotencyClaim, SessionRecord, StoredEvent
 from stream._api import (
+    AuthedRequest,
     ChatRequest,
     ChatResponse,
     EventOut,
     EventPage,
     MessageOut,
     Services,
+    ServicesDep,
     SessionDetail,
     SessionPage,
     SessionSummary,
@@ -37,8 +38,6 @@ from stream._models import ModelNotAllowedError, TurnRoleModels
 from stream._runner import TurnHandle
 from stream._sse import SSE_HEADERS, tail
 
-AuthedRequest = Request[Principal, Any, Any]
-ServicesDep = NamedDependency[Services]
 IdempotencyKey = Annotated[
     str | None,
     HeaderParameter(

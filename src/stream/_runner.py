@@ -8,6 +8,7 @@ import socket
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -35,6 +36,11 @@ class TurnHandle:
 def new_worker_id() -> str:
     """This process's id in turn leases: host, pid and a random suffix (pids are reused)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def _job(org_id: str, user_id: str, role: Role, model_spec: str | None) -> dict[str, Any]:
+    """What another worker needs to run a turn (recorded on its row): who, and which model."""
+    return {"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec}
 
 
 class TurnRunner:
@@ -81,32 +87,20 @@ class TurnRunner:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row says enough for another worker to take it over
         (``model_spec``: the model the request picked, if any)."""
-        turn = Turn(
-            session_id=session_id,
-            turn_id=str(uuid.uuid4()),
-            trace_id=trace_id,
-            org_id=org_id,
-            user_id=user_id,
-            role=role,
-            message_id=f"msg_{uuid.uuid4().hex}",
-            text=text,
-            model=models.answer,
-            planner=models.planner,
-            summariser=models.summariser,
-            executor=models.executor,
-            timeout_s=self._turn_timeout_s,
-        )
+        opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
+        job = _job(org_id, user_id, role, model_spec)
+        turn = self._turn(
+            session_id=session_id, turn_id=str(uuid.uuid4()), trace_id=trace_id, job=job,
+            opening=opening, models=models,
+        )  # fmt: skip
         _, epoch = await self._store.log.open_turn(
             session_id,
-            [
-                SessionStarted(session_id=session_id, turn_id=turn.turn_id),
-                UserMessage(message_id=turn.message_id, text=text),
-            ],
+            [SessionStarted(session_id=session_id, turn_id=turn.turn_id), opening],
             turn_id=turn.turn_id,
             trace_id=trace_id,
             worker_id=self.worker_id,
             lease_until=self.lease_until(),
-            job={"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec},
+            job=job,
         )
         return self._launch(replace(turn, epoch=epoch))
 
@@ -125,51 +119,48 @@ class TurnRunner:
         background. The caller has marked it running again (``Sessions.resume_turn``);
         this worker takes its lease. ``opening`` is the turn's ``user_message``; the answer
         keeps its message id."""
-        epoch = await self._store.leases.take(
-            turn.id, self.worker_id, self.lease_s, job={"org_id": org_id, "user_id": user_id,
-                                                        "role": role, "model": None},
+        job = _job(org_id, user_id, role, None)
+        epoch = await self._store.leases.take(turn.id, self.worker_id, self.lease_s, job=job)
+        resumed = self._turn(
+            session_id=turn.session_id, turn_id=turn.id, trace_id=turn.trace_id, job=job,
+            opening=opening, models=models,
         )  # fmt: skip
-        return self._launch(
-            Turn(
-                session_id=turn.session_id,
-                turn_id=turn.id,
-                trace_id=turn.trace_id,
-                org_id=org_id,
-                user_id=user_id,
-                role=role,
-                message_id=opening.message_id,
-                text=opening.text,
-                model=models.answer,
-                planner=models.planner,
-                summariser=models.summariser,
-                executor=models.executor,
-                timeout_s=self._turn_timeout_s,
-                resume=suspended,
-                epoch=epoch,
-            )
-        )
+        return self._launch(replace(resumed, resume=suspended, epoch=epoch))
 
     def take_over(self, claim: Claim, opening: UserMessage, models: TurnRoleModels) -> TurnHandle:
         """Run a turn claimed from a dead worker on from where its log ends."""
-        job = claim.job or {}
-        return self._launch(
-            Turn(
-                session_id=claim.session_id,
-                turn_id=claim.turn_id,
-                trace_id=claim.trace_id,
-                org_id=str(job["org_id"]),
-                user_id=str(job["user_id"]),
-                role=job.get("role", "member"),
-                message_id=opening.message_id,
-                text=opening.text,
-                model=models.answer,
-                planner=models.planner,
-                summariser=models.summariser,
-                executor=models.executor,
-                timeout_s=self._turn_timeout_s,
-                takeover=True,
-                epoch=claim.epoch,
-            )
+        turn = self._turn(
+            session_id=claim.session_id, turn_id=claim.turn_id, trace_id=claim.trace_id,
+            job=claim.job or {}, opening=opening, models=models,
+        )  # fmt: skip
+        return self._launch(replace(turn, takeover=True, epoch=claim.epoch))
+
+    def _turn(
+        self,
+        *,
+        session_id: str,
+        turn_id: str,
+        trace_id: str,
+        job: dict[str, Any],
+        opening: UserMessage,
+        models: TurnRoleModels,
+    ) -> Turn:
+        """The turn a job describes: who asked (``job``), what (``opening``), with which
+        models; the answer keeps the opening's message id."""
+        return Turn(
+            session_id=session_id,
+            turn_id=turn_id,
+            trace_id=trace_id,
+            org_id=str(job["org_id"]),
+            user_id=str(job["user_id"]),
+            role=job.get("role", "member"),
+            message_id=opening.message_id,
+            text=opening.text,
+            model=models.answer,
+            planner=models.planner,
+            summariser=models.summariser,
+            executor=models.executor,
+            timeout_s=self._turn_timeout_s,
         )
 
     def fenced(self, turn_ids: set[str]) -> None:

@@ -11,7 +11,6 @@ trying again. Steps not started yet start as usual.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +18,8 @@ from executors import PlanSuspended, StepResult, Suspended
 from planner import Plan, PlannedStep
 from providers import Message, Part, TextPart, ToolCall, ToolResult
 from store import Store, StoredEvent
-from store.events import Event, ToolCompleted, ToolError
+from store.events import Event, ToolCompleted, ToolError, event_data
+from tools import ToolFailure, ToolOutcome
 
 INTERRUPTED = ToolError(
     code="interrupted",
@@ -136,20 +136,30 @@ def _transcript(
 
 
 def _of(results: dict[str, ToolResult], call: ToolCall) -> ToolResult:
-    interrupted = {"error": {"code": INTERRUPTED.code, "message": INTERRUPTED.message}}
-    return results.get(call.id) or ToolResult(
-        tool_use_id=call.id, content=json.dumps(interrupted), is_error=True
+    return results.get(call.id) or _result(
+        event_data(ToolCompleted(tool_use_id=call.id, ok=False, error=INTERRUPTED))
     )
 
 
 def _result(data: dict[str, Any]) -> ToolResult:
-    payload: Any
-    if data.get("ok"):
-        payload = data.get("output") if data.get("output") is not None else {"ok": True}
-    else:
-        payload = {"error": data.get("error") or {"code": "failed"}}
-    content = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
-    return ToolResult(tool_use_id=data["tool_use_id"], content=content, is_error=not data.get("ok"))
+    """A ``tool_completed`` event's data as the result the model sees, written the way the
+    executor writes it (``ToolOutcome.as_result_text``)."""
+    error = data.get("error") or {"code": "failed", "message": "The tool failed"}
+    ok = bool(data.get("ok"))
+    outcome = ToolOutcome(
+        tool_use_id=data["tool_use_id"],
+        tool="",
+        ok=ok,
+        output=data.get("output") if ok else None,
+        error=None
+        if ok
+        else ToolFailure(
+            code=error["code"], message=error.get("message", ""), hint=error.get("hint")
+        ),
+    )
+    return ToolResult(
+        tool_use_id=outcome.tool_use_id, content=outcome.as_result_text(), is_error=not ok
+    )
 
 
 async def _cut_off_result(store: Store, call: ToolCall) -> tuple[ToolResult, ToolCompleted]:
@@ -161,13 +171,4 @@ async def _cut_off_result(store: Store, call: ToolCall) -> tuple[ToolResult, Too
                                   inverse_available=row.undoable)  # fmt: skip
     else:
         completed = ToolCompleted(tool_use_id=call.id, ok=False, error=INTERRUPTED)
-    data: dict[str, Any] = {
-        "tool_use_id": call.id,
-        "ok": completed.ok,
-        "output": completed.output,
-        "error": None if completed.error is None else {
-            "code": completed.error.code, "message": completed.error.message,
-            "hint": completed.error.hint,
-        },
-    }  # fmt: skip
-    return _result(data), completed
+    return _result(event_data(completed)), completed

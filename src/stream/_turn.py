@@ -27,7 +27,7 @@ from context import (
 from executors import PlanSuspended, StepShare, TurnScope
 from planner import Plan
 from providers import Model, ModelError
-from store import EventLog, Store, StoredEvent
+from store import EventLog, Store
 from store.events import (
     ContextBudget,
     ContextLoaded,
@@ -278,12 +278,13 @@ async def _run(
     log = await store.log.read(turn.session_id)
     view = history(log, exclude_turn=turn.turn_id)
     loaded: list[ContextLoaded] = []
-    plan: Plan | None = None
     paused: PlanSuspended | None = None
+    # A dead worker's turn goes on from where its log ends: its plan, if it got that far.
+    mine = [e for e in log if e.turn_id == turn.turn_id] if turn.takeover else []
+    plan = logged_plan(mine)
     if turn.resume is not None:  # this turn's plan and loads are in the log already
         plan, paused = turn.resume
-    elif turn.takeover and (logged := logged_plan(mine := _events_of(log, turn))) is not None:
-        plan = logged  # a dead worker's turn: go on from where its log ends
+    elif plan is not None:
         if plan.steps and kit.tools is not None:
             paused, owed = await checkpoint(store, plan, mine)
             for event in owed:
@@ -342,10 +343,6 @@ async def _run(
         else [MessageDone(message_id=turn.message_id, stop_reason=stop_reason)]
     )
     return done, status
-
-
-def _events_of(log: list[StoredEvent], turn: Turn) -> list[StoredEvent]:
-    return [e for e in log if e.turn_id == turn.turn_id]
 
 
 async def _upkeep(

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from litestar import Request, get
-from litestar.di import NamedDependency
+from litestar import get
 from pydantic import BaseModel, Field
 
 from store import resets_at, utc_day
-from stream._api import Services
-from stream._auth import Principal
+from stream._api import AuthedRequest, ServicesDep
 from stream._metering import UNMETERED
-
-AuthedRequest = Request[Principal, Any, Any]
-ServicesDep = NamedDependency[Services]
 
 
 class UsageOut(BaseModel):
