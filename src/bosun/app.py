@@ -132,6 +132,7 @@ def stream_config(settings: Settings) -> StreamConfig:
         requests_per_minute=limits.requests_per_minute,
         tokens_per_minute=limits.tokens_per_minute,
         lease_s=settings.workers.lease_s,
+        pending_ttl_s=limits.pending_ttl_s,
         metrics=settings.metrics,
     )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from bosun.app import build_kit, provider_config
 from bosun.settings import Settings
 from context import Budgets
-from planner import DryRun, PlanOutcome, dry_run, make_plan
+from planner import DryRun, PlanOutcome, dry_run, fallback_plan, make_plan
 from planner._eval import (
     EvalCase,
     load_cases,
@@ -24,7 +24,7 @@ from planner._eval import (
     run_eval,
     write_json,
 )
-from providers import Message, Model, ModelSpecError, model_from_spec
+from providers import Message, Model, ModelError, ModelSpecError, model_from_spec
 from store import Store
 
 
@@ -80,6 +80,9 @@ async def _dry_run(args: argparse.Namespace, settings: Settings, model: Model) -
             limits=kit.plan_limits,
             timeout_s=kit.planner_timeout_s,
         )
+    except ModelError as exc:
+        print(f"bosun plan: the planner model failed ({exc.code}): {exc.message}", file=sys.stderr)
+        return 1
     finally:
         await store.close()
     print(json.dumps(result.to_dict(), indent=2) if args.json else render_dry_run(result))
@@ -124,16 +127,21 @@ async def _evaluate(
 
         async def plan(case: EvalCase) -> PlanOutcome:
             history = [Message(role=t.role, parts=Message.user(t.text).parts) for t in case.history]
-            return await make_plan(
-                model,
-                case.message,
-                catalogue=catalogue,
-                history=history,
-                limits=kit.plan_limits,
-                timeout_s=kit.planner_timeout_s,
-                budget=budgets.planner,
-                counter=kit.counter(model),
-            )
+            try:
+                return await make_plan(
+                    model,
+                    case.message,
+                    catalogue=catalogue,
+                    history=history,
+                    limits=kit.plan_limits,
+                    timeout_s=kit.planner_timeout_s,
+                    budget=budgets.planner,
+                    counter=kit.counter(model),
+                )
+            except ModelError as exc:  # one case's outage is scored, not fatal to the run
+                reason = f"the planner model failed ({exc.code})"
+                plan = fallback_plan(case.message, catalogue, reason)
+                return PlanOutcome(plan=plan, attempts=1, fallback=reason, model=model.name)
 
         report = await run_eval(
             cases, plan, concurrency=max(1, args.concurrency), progress=_progress

@@ -133,6 +133,11 @@ class LimitSettings(BaseModel):
     tokens_per_minute: int = Field(
         default=30_000, ge=0, description="Model tokens a user may use per minute; 0: no limit."
     )
+    pending_ttl_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="A pending confirmation or pick expires this long after it was asked.",
+    )
 
 
 class Settings(BaseSettings):

@@ -109,6 +109,7 @@ def close_in_flight(
         error = ToolErrorEvent(code=code, message=message)
         env.emit(ToolCompleted(tool_use_id=state.in_flight, ok=False, error=error))
         state.in_flight = None
+        state.failed_tool_calls += 1
 
 
 def _request(env: StepEnv, call: ToolCall, name: str) -> ToolCallRequest:
@@ -248,6 +249,7 @@ def _completed(state: StepState, env: StepEnv, outcome: ToolOutcome) -> None:
         )
     )
     state.in_flight = None
+    state.failed_tool_calls += not outcome.ok
     status = "ok" if outcome.ok else f"failed ({error.code if error else 'error'})"
     state.log.append(f"{outcome.tool} {status}")
 

@@ -43,7 +43,7 @@ from providers import (
     ToolCall,
     cost_usd_micros,
 )
-from store.events import ContextBudget
+from store.events import ContextBudget, StepError
 
 
 async def run_step(
@@ -95,6 +95,7 @@ async def resume_step(
     state = _fresh_state(step, kit, data, share)
     state.messages = list(suspended.messages)
     state.tool_calls = suspended.tool_calls
+    state.failed_tool_calls = suspended.failed_tool_calls
     state.model_turns = suspended.model_turns
     state.log = list(suspended.log)
     state.earlier_tokens = suspended.tokens
@@ -138,7 +139,8 @@ async def _bounded(
             raise  # not ours: a TimeoutError escaping a handler is a bug to surface
         why = f"the step's wall time of {state.deadline - state.started:.3g} s ran out"
         close_in_flight(state, env, f"Stopped: {why}.")
-        end = Finish(ok=False, ended="timed_out", summary=partial_summary(state, why))
+        error = StepError(code="step_timed_out", message=f"Stopped: {why}")
+        end = Finish(False, "timed_out", partial_summary(state, why), error)
     except asyncio.CancelledError:
         # The turn was cancelled: a tool cut off mid-run still gets its end, then stop.
         close_in_flight(state, env, "Stopped: the turn was cancelled.", code="cancelled")
@@ -186,7 +188,8 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
         calls = await _stream(state, env, request)
     except ModelError as exc:
         why = f"the model failed ({exc.code}: {exc.message})"
-        return Finish(ok=False, ended="model_failed", summary=partial_summary(state, why))
+        error = StepError(code=exc.code, message=exc.message, retry_after_s=exc.retry_after_s)
+        return Finish(False, "model_failed", partial_summary(state, why), error)
     text, state.text = state.text, ""
     parts = ((TextPart(text=text),) if text else ()) + calls
     state.messages.append(Message(role="assistant", parts=parts))
@@ -202,7 +205,8 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
             message="tools are off: the step was asked to wrap up",
         )  # fmt: skip
         why = f"it kept calling tools after being asked to wrap up ({'; '.join(step.reasons)})"
-        return Finish(ok=False, ended="overran", summary=partial_summary(state, why))
+        error = StepError(code="step_overran", message=f"Stopped: {why}")
+        return Finish(False, "overran", partial_summary(state, why), error)
     return RunTools(calls=calls)
 
 
@@ -243,16 +247,18 @@ def _outcome(step_id: str, state: StepState, end: Suspend | Finish) -> StepOutco
         case Suspend(pending=pending, results=results):
             return Suspended(
                 step_id=step_id, pending=pending, results=results,
-                tool_calls=state.tool_calls, model_turns=state.model_turns,
+                tool_calls=state.tool_calls, failed_tool_calls=state.failed_tool_calls,
+                model_turns=state.model_turns,
                 log=tuple(state.log), tokens=state.tokens, usage=state.usage,
                 cost_usd_micros=state.cost_usd_micros, model=state.model,
                 duration_ms=duration_ms, messages=tuple(state.messages),
                 budget=state.prompt.report,
             )  # fmt: skip
-        case Finish(ok=ok, ended=ended, summary=summary):
+        case Finish(ok=ok, ended=ended, summary=summary, error=error):
             return StepResult(
-                step_id=step_id, ok=ok, summary=summary, ended=ended,
-                tool_calls=state.tool_calls, tokens=state.tokens, usage=state.usage,
+                step_id=step_id, ok=ok, summary=summary, ended=ended, error=error,
+                tool_calls=state.tool_calls, failed_tool_calls=state.failed_tool_calls,
+                tokens=state.tokens, usage=state.usage,
                 cost_usd_micros=state.cost_usd_micros, model=state.model,
                 duration_ms=duration_ms, messages=tuple(state.messages),
                 budget=state.prompt.report,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from context import BudgetReport
 from providers import Message, TokenUsage, ToolResult
-from store.events import Candidate, ConfirmationPending, DisambiguationPending
+from store.events import Candidate, ConfirmationPending, DisambiguationPending, StepError
 from tools import Needs
 
 StepEnd = Literal["answered", "wrapped_up", "overran", "timed_out", "model_failed", "skipped"]
@@ -34,6 +34,8 @@ class StepResult:
     summary: str
     ended: StepEnd
     tool_calls: int = 0
+    failed_tool_calls: int = 0
+    error: StepError | None = None  # why it is not ok
     tokens: int = 0
     usage: TokenUsage = field(default_factory=TokenUsage)
     cost_usd_micros: int = 0
@@ -76,6 +78,7 @@ class Suspended:
     pending: tuple[PendingCall, ...]
     results: tuple[ToolResult, ...] = ()
     tool_calls: int = 0
+    failed_tool_calls: int = 0
     model_turns: int = 0
     log: tuple[str, ...] = ()  # the loop's "tool ok" lines, for a partial summary later
     tokens: int = 0

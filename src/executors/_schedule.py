@@ -18,7 +18,7 @@ from executors._loop import resume_step, run_step
 from executors._prompt import dependency_item
 from executors._results import StepOutcome, StepResult, Suspended
 from planner import Plan, PlannedStep
-from store.events import StepCompleted, StepStarted
+from store.events import StepCompleted, StepError, StepStarted
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,6 +61,8 @@ def completed_event(result: StepResult) -> StepCompleted:
         tool_calls=result.tool_calls,
         tokens=result.tokens,
         duration_ms=result.duration_ms,
+        failed_tool_calls=result.failed_tool_calls,
+        error=result.error,
     )
 
 
@@ -180,8 +182,9 @@ def _skip_dependants(plan: Plan, finished: dict[str, StepResult], emit: Emit) ->
             bad = [d for d in step.depends_on if d in finished and not finished[d].ok]
             if not bad:
                 continue
-            skipped = StepResult(step_id=step.id, ok=False, summary=_why(bad, finished),
-                                 ended="skipped")  # fmt: skip
+            why = _why(bad, finished)
+            skipped = StepResult(step_id=step.id, ok=False, summary=why, ended="skipped",
+                                 error=StepError(code="step_skipped", message=why))  # fmt: skip
             finished[step.id] = skipped
             emit(completed_event(skipped))
             changed = True

@@ -17,7 +17,7 @@ from executors._results import PendingCall, StepResult, Suspended
 from executors._schedule import PlanSuspended
 from planner import Plan
 from providers import Message, Part, TextPart, TokenUsage, ToolCall, ToolResult
-from store.events import Candidate, TurnSuspended
+from store.events import Candidate, StepError, TurnSuspended
 
 
 def suspension_event(plan: Plan, outcome: PlanSuspended) -> TurnSuspended:
@@ -45,6 +45,7 @@ def _counters(item: StepResult | Suspended) -> dict[str, Any]:
     return {
         "step_id": item.step_id,
         "tool_calls": item.tool_calls,
+        "failed_tool_calls": item.failed_tool_calls,
         "tokens": item.tokens,
         "usage": asdict(item.usage),
         "cost_usd_micros": item.cost_usd_micros,
@@ -57,6 +58,7 @@ def _counters_of(data: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "step_id": str(data["step_id"]),
         "tool_calls": int(data["tool_calls"]),
+        "failed_tool_calls": int(data.get("failed_tool_calls", 0)),  # absent in older logs
         "tokens": int(data["tokens"]),
         "usage": TokenUsage(**data["usage"]),
         "cost_usd_micros": int(data["cost_usd_micros"]),
@@ -66,13 +68,18 @@ def _counters_of(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _result_data(result: StepResult) -> dict[str, Any]:
-    return {**_counters(result), "ok": result.ok, "summary": result.summary, "ended": result.ended}
+    error = None if result.error is None else asdict(result.error)
+    return {
+        **_counters(result), "ok": result.ok, "summary": result.summary,
+        "ended": result.ended, "error": error,
+    }  # fmt: skip
 
 
 def _result_of(data: Mapping[str, Any]) -> StepResult:
+    error = data.get("error")
     return StepResult(
         **_counters_of(data), ok=bool(data["ok"]), summary=str(data["summary"]),
-        ended=data["ended"],
+        ended=data["ended"], error=None if error is None else StepError(**error),
     )  # fmt: skip
 
 

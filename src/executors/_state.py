@@ -11,7 +11,7 @@ from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._prompt import StepPrompt, wrap_up_note
 from executors._results import PendingCall, StepEnd
 from providers import Message, TokenUsage, ToolCall, ToolResult
-from store.events import TextDelta
+from store.events import StepError, TextDelta
 
 WRAP_UP_SHARE = 0.2
 """Ask for a wrap-up once less than this share of the wall time is left."""
@@ -51,6 +51,7 @@ class Finish:
     ok: bool
     ended: StepEnd
     summary: str
+    error: StepError | None = None  # why it is not ok
 
 
 NextStep = CallModel | WrapUp | RunTools | Suspend | Finish
@@ -81,6 +82,7 @@ class StepState:
     share: StepShare = field(default_factory=StepShare)
     messages: list[Message] = field(default_factory=list)
     tool_calls: int = 0
+    failed_tool_calls: int = 0  # of tool_calls, those whose outcome was not ok
     model_turns: int = 0
     usage: TokenUsage = field(default_factory=TokenUsage)
     cost_usd_micros: int = 0

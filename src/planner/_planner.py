@@ -1,8 +1,9 @@
 """Triage and plan in one cheap-model call, with one repair round and a safe fallback.
 
 A plan that fails validation is re-asked once with the problems; if it still fails, or
-the provider fails or times out, the turn gets a single ``tool`` step with every read
-tool, and the reason is recorded. Planning never fails a turn.
+the planner does not answer in time, the turn gets a single ``tool`` step with every read
+tool, and the reason is recorded. A provider failure (``ModelError``) is not a plan
+problem: it propagates, since a fallback plan would only call the failing provider again.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from providers import (
     Completion,
     Message,
     Model,
-    ModelError,
     ModelRequest,
     ResponseSchema,
     SystemBlock,
@@ -82,7 +82,8 @@ async def make_plan(
     budget: RoleBudget = PLANNER_BUDGET,
     counter: TokenCounter | None = None,
 ) -> PlanOutcome:
-    """Plan ``message``; never raises for a bad plan or a provider failure.
+    """Plan ``message``; never raises for a bad plan or a timeout, raises ``ModelError``
+    when the provider fails.
 
     The prompt is fitted into ``budget``: instructions and catalogue into ``system``, the
     conversation into ``conversation``, what the session already loaded into ``context``.
@@ -116,8 +117,6 @@ async def make_plan(
                 return calls.outcome(clamp_plan(plan, limits), attempt, first_problems, started)
             replies.append(text)
         reason = "the plan was still invalid after one repair: " + "; ".join(problems)
-    except ModelError as exc:
-        reason = f"the planner model failed ({exc.code})"
     except TimeoutError:
         reason = f"the planner model did not answer within {timeout_s:g} s"
     plan = fallback_plan(message, catalogue, reason)

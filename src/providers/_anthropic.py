@@ -20,7 +20,7 @@ from anthropic.types.message_create_params import MessageCreateParamsStreaming
 from providers._anthropic_request import build_params
 from providers._anthropic_stream import StreamState, fold, stop_reason
 from providers._config import ProviderConfig
-from providers._errors import code_for
+from providers._errors import code_for, retry_after_s
 from providers._model import ModelError, ModelRequest, ProviderErrorCode, StreamItem
 
 _log = structlog.get_logger("bosun.providers.anthropic")
@@ -150,6 +150,7 @@ def _status_error(exc: anthropic.APIStatusError) -> ModelError:
         f"Anthropic {what}: {_provider_message(exc)}; {_HINTS[code]}",
         status=None if in_stream else exc.status_code,
         request_id=exc.request_id,
+        retry_after_s=None if in_stream else retry_after_s(exc.response.headers),
     )
 
 

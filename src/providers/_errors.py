@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
 from providers._model import ProviderErrorCode
 
 _BY_ERROR_TYPE: dict[str, ProviderErrorCode] = {
@@ -35,3 +39,30 @@ def code_for(status: int | None, error_type: str | None = None) -> ProviderError
     if status is not None and 400 <= status < 500:
         return "provider_invalid_request"
     return "provider_unavailable"
+
+
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    """The wait a provider asked for: ``retry-after-ms``, or ``retry-after`` in seconds or
+    as an HTTP date; ``None`` when it named none (or nonsense)."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)

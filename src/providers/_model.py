@@ -176,12 +176,14 @@ class ModelError(Exception):
         *,
         status: int | None = None,
         request_id: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.code: ProviderErrorCode = code
         self.message = message
         self.status = status
         self.request_id = request_id
+        self.retry_after_s = retry_after_s  # the provider's own Retry-After, when it sent one
 
 
 class ModelSpecError(ValueError):

@@ -17,7 +17,7 @@ import openai
 from openai.types.chat import ChatCompletionChunk
 
 from providers._config import ProviderConfig
-from providers._errors import code_for
+from providers._errors import code_for, retry_after_s
 from providers._model import ModelError, ModelRequest, StreamItem
 from providers._openai_request import (
     chat_messages,
@@ -170,6 +170,7 @@ def model_error(
                 f"{source} answered HTTP {exc.status_code}: {_provider_message(exc)}",
                 status=exc.status_code,
                 request_id=exc.request_id or request_id,
+                retry_after_s=retry_after_s(exc.response.headers),
             )
         case openai.APIResponseValidationError():  # only with _strict_response_validation
             return ModelError(

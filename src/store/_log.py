@@ -13,8 +13,8 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._db import Database
-from store._models import EventRow, SessionRow, TurnRow, utcnow
-from store.events import Event, TurnStatus, event_data, parse_event
+from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
+from store.events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
 
 NOTIFY_CHANNEL = "bosun_events"
 
@@ -112,6 +112,33 @@ class EventLog:
                         lease_until=None,
                     )
                 )
+        self.notifier.notify(session_id)
+        return stored
+
+    async def close_unanswered(
+        self, session_id: str, turn_id: str, status: Unanswered
+    ) -> list[StoredEvent] | None:
+        """End a ``suspended`` turn as ``expired`` or ``superseded``, in one transaction: the
+        turn row (a conditional update, so a racing answer or a second worker cannot both
+        win), its still-pending tool calls (settled with the same status) and ``done``.
+        Returns the logged events, or ``None`` when the turn was not suspended any more."""
+        async with self._db.write() as conn:
+            won = await conn.execute(
+                update(TurnRow)
+                .where(TurnRow.id == turn_id, TurnRow.status == "suspended")
+                .values(status=status, finished_at=utcnow())
+                .returning(TurnRow.id)
+            )
+            if won.first() is None:
+                return None
+            await conn.execute(
+                update(ToolExecutionRow)
+                .where(ToolExecutionRow.turn_id == turn_id, ToolExecutionRow.status == "pending")
+                .values(status=status, completed_at=utcnow())
+            )
+            done = Done(session_id=session_id, status=status)
+            stored, _ = await self._insert(conn, session_id, [done], turn_id)
+            await self._notify_others(conn, session_id)
         self.notifier.notify(session_id)
         return stored
 

@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     String,
     TypeDecorator,
     UniqueConstraint,
@@ -114,14 +115,22 @@ class EventRow(Base):
 
 
 class ToolExecutionRow(Base):
-    """One row per tool use: ``pending -> succeeded | failed | rejected_by_user``."""
+    """One row per tool use of a turn: ``pending -> succeeded | failed | rejected_by_user``.
+
+    A call is ``(turn_id, tool_use_id)``: providers and scripts reuse tool use ids across
+    turns, sessions and orgs, so the id alone names nothing. Undo and confirm address a
+    call by session and id (``ix_tool_executions_session_tool_use``).
+    """
 
     __tablename__ = "tool_executions"
-    __table_args__ = (Index("ix_tool_executions_session", "session_id"),)
+    __table_args__ = (
+        PrimaryKeyConstraint("turn_id", "tool_use_id", name="tool_executions_pkey"),
+        Index("ix_tool_executions_session_tool_use", "session_id", "tool_use_id"),
+    )
 
     tool_use_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
-    turn_id: Mapped[str] = mapped_column(String(36))
+    turn_id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tool: Mapped[str] = mapped_column(String(128))
     status: Mapped[str] = mapped_column(String(24), default="pending")
     idempotency_key: Mapped[str | None] = mapped_column(String(128), unique=True, default=None)

@@ -160,6 +160,20 @@ class Sessions:
             )
             return result.first() is not None
 
+    async def suspended_turns(
+        self, *, session_id: str | None = None, before: datetime | None = None, limit: int = 100
+    ) -> list[TurnRecord]:
+        """Turns waiting for the user: a session's, or those suspended since before
+        ``before`` (oldest first, for expiry)."""
+        query = select(*_TURN_COLUMNS).where(TurnRow.status == "suspended")
+        if session_id is not None:
+            query = query.where(TurnRow.session_id == session_id)
+        if before is not None:
+            query = query.where(TurnRow.finished_at < before)
+        query = query.order_by(TurnRow.finished_at, TurnRow.id).limit(limit)
+        async with self._db.read() as conn:
+            return [TurnRecord(**row._asdict()) for row in await conn.execute(query)]
+
     async def running_turns(self, session_id: str | None = None) -> list[TurnRecord]:
         query = select(*_TURN_COLUMNS).where(TurnRow.status == "running")
         if session_id is not None:

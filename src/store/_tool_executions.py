@@ -1,12 +1,16 @@
-"""Tool executions: one row per tool use, written before the tool runs and after it.
+"""Tool executions: one row per tool use of a turn, written before the tool runs and after.
 
 The row is the runner's memory across crashes, suspensions and resumes: ``pending``
 before the handler runs (or while a human decides), ``approved`` once a human said yes
 and before the resumed turn runs it, then ``succeeded`` / ``failed``, or
 ``rejected_by_user``. A picker's row is ``succeeded`` with the user's pick as output.
-Its ``idempotency_key`` (``turn_id:tool_use_id``) is unique, so a resumed turn finds
-what already ran instead of running a write twice. Undo does not add a status: the
-original stays ``succeeded`` and its ``inverse`` gains ``undone_by``.
+A row is the call ``(turn_id, tool_use_id)`` (its primary key; ``idempotency_key`` is the
+same pair as one string): a resumed turn finds what already ran instead of running a
+write twice, while the same ``tool_use_id`` in another turn, session or org is another
+call (providers and scripts reuse ids). A user addresses a call by session and id: the
+session's most recent row with that id (``latest``), or for undo the most recent one that
+can still be undone (``undo_target``). Undo does not add a status: the original stays
+``succeeded`` and its ``inverse`` gains ``undone_by``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import null, or_, select, update
+from sqlalchemy import ColumnElement, and_, null, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -23,7 +27,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store._db import Database
 from store._models import ToolExecutionRow, utcnow
 
-ExecutionStatus = Literal["pending", "approved", "succeeded", "failed", "rejected_by_user"]
+ExecutionStatus = Literal[
+    "pending", "approved", "succeeded", "failed", "rejected_by_user", "expired", "superseded"
+]
 Finished = Literal["succeeded", "failed"]
 Resolution = Literal["approved", "rejected_by_user", "succeeded"]
 _RUNNABLE = ("pending", "approved")
@@ -49,12 +55,17 @@ def idempotency_key(turn_id: str, tool_use_id: str) -> str:
     return f"{turn_id}:{tool_use_id}"
 
 
+def _call(turn_id: str, tool_use_id: str) -> ColumnElement[bool]:
+    """The row of one call: a tool_use_id names a call only within its turn."""
+    return and_(ToolExecutionRow.turn_id == turn_id, ToolExecutionRow.tool_use_id == tool_use_id)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecutionRecord:
     """One tool use as stored; ``input``/``output``/``error``/``inverse`` are JSON values.
 
     ``inverse`` is ``{"tool": name, "input": {...}}`` for a succeeded write that can be
-    undone, plus ``"undone_by": tool_use_id`` once it was.
+    undone, plus ``"undone_by": tool_use_id`` (of the same turn) once it was.
     """
 
     tool_use_id: str
@@ -115,7 +126,7 @@ class ToolExecutions:
                 input=input,
                 created_at=utcnow(),
             )
-            .on_conflict_do_nothing()  # either unique column: the key or the tool_use_id
+            .on_conflict_do_nothing()  # the call's key, however it is spelt
             .returning(ToolExecutionRow.tool_use_id)
         )
         return inserted.first() is not None
@@ -128,15 +139,14 @@ class ToolExecutions:
         turn_id: str,
         tool: str,
         input: dict[str, Any],
-        key: str | None = None,
     ) -> ToolExecutionRecord | None:
         """Record a ``pending`` execution before it runs (or while it waits for a human).
 
-        ``key`` defaults to ``idempotency_key(turn_id, tool_use_id)``. Returns ``None``
-        when this call inserted the row, else the row already recorded
-        under the same key or the same ``tool_use_id``: the caller decides what it means.
+        Returns ``None`` when this call inserted the row, else the row already recorded
+        for ``tool_use_id`` in ``turn_id`` (whatever its tool and input): the caller
+        decides what it means.
         """
-        key = key or idempotency_key(turn_id, tool_use_id)
+        key = idempotency_key(turn_id, tool_use_id)
         async with self._db.write() as conn:
             if await self._insert_pending(
                 conn,
@@ -151,26 +161,20 @@ class ToolExecutions:
             row = (
                 await conn.execute(
                     select(*_COLUMNS).where(
-                        or_(
-                            ToolExecutionRow.idempotency_key == key,
-                            ToolExecutionRow.tool_use_id == tool_use_id,
-                        )
+                        or_(ToolExecutionRow.idempotency_key == key, _call(turn_id, tool_use_id))
                     )
                 )
             ).first()
         assert row is not None, "an insert that did nothing must have met an existing row"
         return ToolExecutionRecord(**row._asdict())
 
-    async def reopen(self, tool_use_id: str) -> bool:
+    async def reopen(self, tool_use_id: str, *, turn_id: str) -> bool:
         """Put a ``failed`` execution back to ``pending`` before running it again (a
         failure changed nothing worth keeping; a success is never re-run)."""
         async with self._db.write() as conn:
             result = await conn.execute(
                 update(ToolExecutionRow)
-                .where(
-                    ToolExecutionRow.tool_use_id == tool_use_id,
-                    ToolExecutionRow.status == "failed",
-                )
+                .where(_call(turn_id, tool_use_id), ToolExecutionRow.status == "failed")
                 .values(
                     status="pending",
                     output=null(),
@@ -186,6 +190,7 @@ class ToolExecutions:
         self,
         tool_use_id: str,
         *,
+        turn_id: str,
         status: Finished,
         output: Any = None,
         error: dict[str, Any] | None = None,
@@ -197,10 +202,7 @@ class ToolExecutions:
             row = (
                 await conn.execute(
                     update(ToolExecutionRow)
-                    .where(
-                        ToolExecutionRow.tool_use_id == tool_use_id,
-                        ToolExecutionRow.status.in_(_RUNNABLE),
-                    )
+                    .where(_call(turn_id, tool_use_id), ToolExecutionRow.status.in_(_RUNNABLE))
                     .values(
                         status=status,
                         output=_json(output),
@@ -222,13 +224,12 @@ class ToolExecutions:
         tool: str,
         input: dict[str, Any],
         error: dict[str, Any],
-        key: str | None = None,
     ) -> ToolExecutionRecord:
         """Record that the user declined the call: a ``pending`` row (or none yet) becomes
         ``rejected_by_user``, and so do an ``approved`` one that has not run and a
         ``failed`` one (a failed call may be run again, so the refusal must stick): a "no"
         wins over anything that has not run. A row that succeeded is returned unchanged."""
-        key = key or idempotency_key(turn_id, tool_use_id)
+        key = idempotency_key(turn_id, tool_use_id)
         async with self._db.write() as conn:
             await self._insert_pending(
                 conn,
@@ -242,29 +243,26 @@ class ToolExecutions:
             await conn.execute(
                 update(ToolExecutionRow)
                 .where(
-                    ToolExecutionRow.tool_use_id == tool_use_id,
-                    ToolExecutionRow.idempotency_key == key,
+                    _call(turn_id, tool_use_id),
                     ToolExecutionRow.status.in_(("pending", "approved", "failed")),
                 )
                 .values(status="rejected_by_user", error=error, completed_at=utcnow())
             )
-            row = (
-                await conn.execute(
-                    select(*_COLUMNS).where(ToolExecutionRow.tool_use_id == tool_use_id)
-                )
-            ).one()
+            row = (await conn.execute(select(*_COLUMNS).where(_call(turn_id, tool_use_id)))).one()
         return ToolExecutionRecord(**row._asdict())
 
     async def resolve(
         self,
         tool_use_id: str,
         *,
+        turn_id: str,
         session_id: str,
         status: Resolution,
         output: Any = None,
         error: dict[str, Any] | None = None,
     ) -> bool:
-        """Record a human's answer to a ``pending`` call of ``session_id``: ``approved`` (it
+        """Record a human's answer to a ``pending`` call of ``turn_id`` in ``session_id``
+        (the turn that asked; the session is the one the user addressed): ``approved`` (it
         runs when the turn resumes), ``rejected_by_user`` (with ``error``) or, for a picker,
         ``succeeded`` with the pick as ``output``. Only a pending row changes, in one
         conditional update, so of two concurrent answers exactly one wins: returns whether
@@ -274,7 +272,7 @@ class ToolExecutions:
             result = await conn.execute(
                 update(ToolExecutionRow)
                 .where(
-                    ToolExecutionRow.tool_use_id == tool_use_id,
+                    _call(turn_id, tool_use_id),
                     ToolExecutionRow.session_id == session_id,
                     ToolExecutionRow.status == "pending",
                 )
@@ -288,14 +286,14 @@ class ToolExecutions:
             )
             return result.first() is not None
 
-    async def mark_undone(self, tool_use_id: str, *, undone_by: str) -> bool:
-        """Link a succeeded, undoable execution to the execution that undid it. Returns
-        whether it did (``False``: not undoable, or already undone)."""
+    async def mark_undone(self, tool_use_id: str, *, turn_id: str, undone_by: str) -> bool:
+        """Link a succeeded, undoable execution to the execution (of its turn) that undid
+        it. Returns whether it did (``False``: not undoable, or already undone)."""
         async with self._db.write() as conn:
             row = (
                 await conn.execute(
                     select(ToolExecutionRow.status, ToolExecutionRow.inverse)
-                    .where(ToolExecutionRow.tool_use_id == tool_use_id)
+                    .where(_call(turn_id, tool_use_id))
                     .with_for_update()
                 )
             ).first()
@@ -305,19 +303,42 @@ class ToolExecutions:
                 return False
             await conn.execute(
                 update(ToolExecutionRow)
-                .where(ToolExecutionRow.tool_use_id == tool_use_id)
+                .where(_call(turn_id, tool_use_id))
                 .values(inverse={**row.inverse, "undone_by": undone_by})
             )
         return True
 
-    async def get(self, tool_use_id: str) -> ToolExecutionRecord | None:
+    async def get(self, tool_use_id: str, *, turn_id: str) -> ToolExecutionRecord | None:
+        """The execution of ``tool_use_id`` in ``turn_id``, if recorded."""
         async with self._db.read() as conn:
-            row = (
-                await conn.execute(
-                    select(*_COLUMNS).where(ToolExecutionRow.tool_use_id == tool_use_id)
-                )
-            ).first()
+            row = (await conn.execute(select(*_COLUMNS).where(_call(turn_id, tool_use_id)))).first()
         return ToolExecutionRecord(**row._asdict()) if row else None
+
+    async def latest(self, tool_use_id: str, *, session_id: str) -> ToolExecutionRecord | None:
+        """The execution a user of ``session_id`` means by ``tool_use_id``: the most recent
+        turn's, when the session's turns reused the id."""
+        rows = await self._in_session(tool_use_id, session_id)
+        return rows[0] if rows else None
+
+    async def undo_target(self, tool_use_id: str, *, session_id: str) -> ToolExecutionRecord | None:
+        """The execution an undo of ``tool_use_id`` in ``session_id`` undoes: the most recent
+        one that can still be undone, else the most recent (whose refusal the user then
+        gets). Repeated undos of a reused id thus walk back through its writes, newest
+        first, until ``already_undone``."""
+        rows = await self._in_session(tool_use_id, session_id)
+        return next((row for row in rows if row.undoable), rows[0] if rows else None)
+
+    async def _in_session(self, tool_use_id: str, session_id: str) -> list[ToolExecutionRecord]:
+        async with self._db.read() as conn:
+            result = await conn.execute(
+                select(*_COLUMNS)
+                .where(
+                    ToolExecutionRow.session_id == session_id,
+                    ToolExecutionRow.tool_use_id == tool_use_id,
+                )
+                .order_by(ToolExecutionRow.created_at.desc(), ToolExecutionRow.turn_id.desc())
+            )
+            return [ToolExecutionRecord(**row._asdict()) for row in result]
 
     async def by_key(self, key: str) -> ToolExecutionRecord | None:
         async with self._db.read() as conn:

@@ -12,7 +12,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-TurnStatus = Literal["completed", "suspended", "failed", "cancelled"]
+TurnStatus = Literal["completed", "suspended", "failed", "cancelled", "expired", "superseded"]
+Unanswered = Literal["expired", "superseded"]
+"""How a suspended turn ends without its answers: they came too late, or a newer message
+made them moot."""
 Strategy = Literal["simple", "tool", "complex"]
 
 
@@ -94,7 +97,20 @@ class StepStarted:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class StepError:
+    """Why a step did not do its work: the provider's ``provider_*`` code when its model
+    failed, else ``step_timed_out``, ``step_overran`` or ``step_skipped``."""
+
+    code: str
+    message: str
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepCompleted:
+    """A step ended. ``ok`` is false when it could not do its work (``error`` says why);
+    ``failed_tool_calls`` of its ``tool_calls`` failed, whether or not it still did."""
+
     step_id: str
     executor_id: str
     ok: bool
@@ -102,6 +118,8 @@ class StepCompleted:
     tool_calls: int
     tokens: int
     duration_ms: int
+    failed_tool_calls: int = 0
+    error: StepError | None = None
     type: Literal["step_completed"] = "step_completed"
 
 
@@ -232,15 +250,28 @@ class Error:
     code: str
     message: str
     trace_id: str
+    retry_after_s: float | None = None  # when the provider said how long to wait
     type: Literal["error"] = "error"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class FailedStep:
+    """A step of a partial answer that did not do its work, and why (see ``StepError``)."""
+
+    step_id: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Done:
-    """Always the last event of a turn."""
+    """Always the last event of a turn. A ``completed`` turn whose plan had steps that
+    failed is ``partial``: its answer stands on the others, ``failed_steps`` say which."""
 
     session_id: str
     status: TurnStatus
+    partial: bool | None = None
+    failed_steps: list[FailedStep] | None = None
     type: Literal["done"] = "done"
 
 

@@ -52,8 +52,9 @@ async def undo_tool(
 ) -> UndoOut:
     principal = request.user
     record = await session_for(services, principal, session_id)
-    execution = await services.store.tool_executions.get(tool_use_id)
-    if execution is None or execution.session_id != record.id:
+    # An id reused by several turns of the session: the newest write still undoable.
+    execution = await services.store.tool_executions.undo_target(tool_use_id, session_id=record.id)
+    if execution is None:
         raise ApiError(404, "not_found", f"No tool call {tool_use_id!r} in this session")
     tools = services.kit.tools
     if tools is None:
@@ -65,9 +66,11 @@ async def undo_tool(
         user_id=principal.user_id,
         role=principal.role,
     )
-    outcome = await runner.undo(tool_use_id, ctx)
+    outcome = await runner.undo(tool_use_id, ctx, turn_id=execution.turn_id)
     _refuse_unrun(outcome)
-    stored = await services.store.tool_executions.get(outcome.tool_use_id)
+    stored = await services.store.tool_executions.get(
+        outcome.tool_use_id, turn_id=execution.turn_id
+    )
     await services.store.log.append(
         record.id,
         [

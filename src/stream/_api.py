@@ -14,11 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from store import Store
 from stream._auth import Principal, TokenConfig
+from stream._bounds import UUID_PATTERN, MessageText
 from stream._models import ModelResolver
 from stream._phases import TurnKit
 from stream._runner import TurnRunner
-
-UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -33,6 +32,7 @@ class StreamConfig:
     sessions_page_size: int = 50
     shutdown_grace_s: float = 5.0
     lease_s: float = 15.0  # a turn's lease: how long a dead worker's turn waits for takeover
+    pending_ttl_s: float = 86_400.0  # a suspended turn's questions expire after this
     requests_per_minute: int = 20
     """Turn-starting requests (and plans) per user and minute, across workers; 0: no limit."""
     tokens_per_minute: int = 30_000
@@ -71,35 +71,46 @@ ServicesDep = NamedDependency[Services]
 """How a route handler asks for the shared services."""
 
 
-class ChatRequest(BaseModel):
+class RequestBody(BaseModel):
+    """A JSON request body: unknown fields are refused, and its OpenAPI schema is pydantic's
+    own JSON schema (``_openapi``), so what is documented is what is validated."""
+
     model_config = ConfigDict(extra="forbid")
 
-    message: str = Field(min_length=1, description="The user's message.")
+
+class ChatRequest(RequestBody):
+    message: MessageText = Field(description="The user's message.")
     session_id: str | None = Field(
         default=None, pattern=UUID_PATTERN, description="Continue this session; omit to start one."
     )
-    context: dict[str, Any] | None = Field(default=None, description="Client context (unused yet).")
+    context: dict[str, Any] | None = Field(
+        default=None, max_length=64, description="Client context (unused yet)."
+    )
     model: str | None = Field(
-        default=None, description="A model spec among the server's allowed ones."
+        default=None, max_length=200, description="A model spec among the server's allowed ones."
     )
 
 
-class PlanRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    message: str = Field(min_length=1, description="The message to plan, as a user would send it.")
+class PlanRequest(RequestBody):
+    message: MessageText = Field(description="The message to plan, as a user would send it.")
     session_id: str | None = Field(
         default=None, pattern=UUID_PATTERN, description="Plan in this session's context."
     )
 
 
 class ChatResponse(BaseModel):
+    """A finished turn: ``status`` and ``error`` as its ``done`` and ``error`` events say;
+    ``partial`` with ``failed_steps`` when the answer stands without some of its steps."""
+
     session_id: str
     turn_id: str
     status: str
     answer: str
     events: list[dict[str, Any]]
     usage: dict[str, Any] | None
+    error: dict[str, Any] | None = None
+    partial: bool = False
+    failed_steps: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class EventOut(BaseModel):
@@ -151,10 +162,13 @@ class SessionDetail(SessionSummary):
     totals: Totals
 
 
-class OrgKeyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    api_key: str = Field(min_length=8, max_length=512, description="The provider API key.")
+class OrgKeyIn(RequestBody):
+    api_key: str = Field(
+        min_length=8,
+        max_length=512,
+        pattern=r"^[!-~]+$",
+        description="The provider API key: printable ASCII, no spaces.",
+    )
 
 
 class OrgKeyOut(BaseModel):

@@ -16,9 +16,11 @@ from store import Store
 from stream import _actions, _budget, _keys, _metrics, _plan, _resolve, _routes, _usage, _web
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
+from stream._bounds import check_bounds
 from stream._errors import EXCEPTION_HANDLERS
 from stream._keeper import Keeper
 from stream._models import ModelResolver
+from stream._openapi import BodySchemaPlugin, document
 from stream._phases import TurnKit
 from stream._runner import TurnRunner
 from stream._turn import TurnModels
@@ -63,7 +65,7 @@ def create_app(
     )
     resolver = ModelResolver(models, store.org_keys)
     services = Services(store=store, runner=runner, models=resolver, config=config, kit=kit)
-    keeper = Keeper(store, runner, resolver)
+    keeper = Keeper(store, runner, resolver, pending_ttl_s=config.pending_ttl_s)
 
     async def on_startup() -> None:
         for hook in startup:
@@ -76,14 +78,23 @@ def create_app(
         await runner.shutdown(config.shutdown_grace_s)
         await store.close()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=ROUTES,
         state=State({"services": services}),
         dependencies={"services": Provide(lambda: services, sync_to_thread=False, use_cache=True)},
         middleware=[DefineMiddleware(BearerAuthMiddleware, config=config.tokens)],
         exception_handlers=EXCEPTION_HANDLERS,
-        # Bodies are validated strictly: a lax "yes" must not count as {"approved": true}.
-        plugins=[PydanticPlugin(validate_strict=True)],
+        before_request=check_bounds,  # path ids and the raw body, before anything is decoded
+        plugins=[
+            BodySchemaPlugin(
+                settings={
+                    "message": {"maxLength": config.max_message_chars},
+                    "model": {"enum": [*resolver.allowed, None]},
+                }
+            ),
+            # Bodies are validated strictly: a lax "yes" must not count as {"approved": true}.
+            PydanticPlugin(validate_strict=True),
+        ],
         request_max_body_size=config.max_body_bytes,
         logging_config=None,  # the composition root configures structlog
         on_startup=[on_startup],
@@ -100,3 +111,5 @@ def create_app(
             security=[{"bearer": []}],
         ),
     )
+    document(app)
+    return app

@@ -8,12 +8,13 @@ from typing import Any, Literal, get_args
 
 import jwt
 from litestar.connection import ASGIConnection
-from litestar.exceptions import NotAuthorizedException
 from litestar.middleware.authentication import (
     AbstractAuthenticationMiddleware,
     AuthenticationResult,
 )
 from litestar.types import ASGIApp
+
+from stream._errors import ApiError
 
 Role = Literal["owner", "staff", "member"]
 ROLES: tuple[str, ...] = get_args(Role)
@@ -49,8 +50,43 @@ def mint_token(config: TokenConfig, *, user: str, org: str, role: Role, ttl_s: i
     return jwt.encode(claims, config.secret, algorithm=config.algorithm)
 
 
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message)
+
+
+def _refusal(exc: jwt.PyJWTError, algorithm: str) -> str:
+    """Why PyJWT refused a token, and what to do about it."""
+    mint = "mint a new one with `bosun token`"
+    match exc:
+        case jwt.InvalidSignatureError():
+            return (
+                "The token's signature did not verify with this server's secret: it was "
+                "signed by another server or with another BOSUN_JWT_SECRET; "
+                f"{mint} under this server's BOSUN_JWT_SECRET"
+            )
+        case jwt.ExpiredSignatureError():
+            return f"The token has expired (its exp is in the past); {mint}"
+        case jwt.MissingRequiredClaimError(claim=claim):
+            return f"The token lacks the {claim!r} claim; {mint}"
+        case jwt.InvalidAlgorithmError():
+            return f"The token is not signed with {algorithm}, the algorithm of this server; {mint}"
+        case jwt.ImmatureSignatureError():
+            return (
+                "The token is not valid yet (its iat or nbf is in the future); check the clocks "
+                f"of this server and of the machine that minted it, or {mint}"
+            )
+        case jwt.DecodeError():
+            return f"The bearer token is not a well-formed JWT ({exc}); send it whole, or {mint}"
+        case _:
+            return f"The token was refused ({exc}); {mint}"
+
+
 def decode_token(config: TokenConfig, token: str) -> Principal:
-    """Verify the signature and expiry and read the claims; raises ``NotAuthorizedException``."""
+    """Verify the signature and expiry and read the claims.
+
+    Raises ``ApiError`` 401 ``unauthorized`` whose message says what was wrong: a bad
+    signature, an expired or malformed token, a missing claim or an unknown role.
+    """
     try:
         claims = jwt.decode(
             token,
@@ -59,12 +95,15 @@ def decode_token(config: TokenConfig, token: str) -> Principal:
             options={"require": ["sub", "exp"]},
         )
     except jwt.PyJWTError as exc:
-        raise NotAuthorizedException(detail="invalid token") from exc
+        raise _unauthorized(_refusal(exc, config.algorithm)) from exc
     user, org, role = claims.get("sub"), claims.get("org"), claims.get("role")
     if not (isinstance(user, str) and user and isinstance(org, str) and org):
-        raise NotAuthorizedException(detail="token lacks sub or org")
+        raise _unauthorized(
+            "The token lacks a user (sub) or an org claim; mint one with "
+            "`bosun token --user U --org O`"
+        )
     if role not in ROLES:
-        raise NotAuthorizedException(detail="token has an unknown role")
+        raise _unauthorized(f"The token's role {role!r} is not one of {', '.join(ROLES)}")
     return Principal(user_id=user, org_id=org, role=role)
 
 
@@ -80,7 +119,9 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
     ) -> AuthenticationResult:
         scheme, _, token = connection.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise NotAuthorizedException(detail="missing bearer token")
+            raise _unauthorized(
+                "Missing bearer token: send Authorization: Bearer <JWT> (`bosun token` prints one)"
+            )
         principal = decode_token(self._config, token.strip())
         return AuthenticationResult(user=principal, auth=token)
 

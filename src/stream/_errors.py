@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -20,6 +21,8 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap
 
+from providers import ModelError, ProviderErrorCode
+
 ErrorCode = Literal[
     "unauthorized",
     "forbidden",
@@ -35,6 +38,7 @@ ErrorCode = Literal[
     "already_undone",
     "tool_already_resolved",
     "tool_superseded",
+    "tool_expired",
     "invalid_pick",
     "internal",
 ]
@@ -47,16 +51,25 @@ class ApiError(Exception):
     def __init__(
         self,
         status: int,
-        code: ErrorCode,
+        code: ErrorCode | ProviderErrorCode,
         message: str,
         *,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
-        self.code: ErrorCode = code
+        self.code: ErrorCode | ProviderErrorCode = code
         self.message = message
         self.headers = dict(headers or {})
+
+
+def provider_error(exc: ModelError) -> ApiError:
+    """A provider failure met while answering a request: 504 for a timeout, else 502, with
+    the provider's ``Retry-After`` when it sent one."""
+    status = 504 if exc.code == "provider_timeout" else 502
+    wait = exc.retry_after_s
+    headers = {} if wait is None else {"Retry-After": str(max(1, math.ceil(wait)))}
+    return ApiError(status, exc.code, exc.message, headers=headers)
 
 
 def trace_id_of(request: Request[Any, Any, Any]) -> str:
@@ -85,11 +98,13 @@ def _api_error(request: Request[Any, Any, Any], exc: ApiError) -> Response[Any]:
 
 
 def _validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
-    details = exc.extra if isinstance(exc.extra, list) else []
+    details = [d for d in (exc.extra if isinstance(exc.extra, list) else []) if isinstance(d, dict)]
     problems = "; ".join(
-        f"{d.get('key') or 'body'}: {d.get('message')}" for d in details if isinstance(d, dict)
+        f"{d.get('key') or 'body'} ({getattr(d.get('source'), 'value', 'body')}): "
+        f"{d.get('message')}"
+        for d in details
     )
-    message = f"Invalid request body: {problems}" if problems else f"Invalid request: {exc.detail}"
+    message = f"Invalid request: {problems}" if problems else f"Invalid request: {exc.detail}"
     return envelope(request, 400, "invalid_request", message)
 
 
@@ -105,15 +120,16 @@ _HTTP_CODES: dict[type[HTTPException], tuple[str, str]] = {
 
 
 def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    headers = exc.headers  # a 405's Allow, say
     for cls, (code, message) in _HTTP_CODES.items():
         if isinstance(exc, cls):
-            return envelope(request, exc.status_code, code, message)
+            return envelope(request, exc.status_code, code, message, headers=headers)
     if exc.status_code >= 500:
         return _internal(request, exc)
     if isinstance(exc.__cause__, SerializationException):
         message = f"Request body is not valid JSON: {exc.detail}"
-        return envelope(request, exc.status_code, "invalid_request", message)
-    return envelope(request, exc.status_code, "invalid_request", exc.detail)
+        return envelope(request, exc.status_code, "invalid_request", message, headers=headers)
+    return envelope(request, exc.status_code, "invalid_request", exc.detail, headers=headers)
 
 
 def _internal(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

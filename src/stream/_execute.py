@@ -1,6 +1,10 @@
 """The execution phase of a turn: run a plan's steps with tools, then write the answer.
 
 ``tool`` plans stream their executor's answer; ``complex`` plans end with a merge call.
+One failure rule (docs/api.md): when the provider failed and no step did its work (a
+``tool`` plan's one step, or every step of a ``complex`` one) the turn fails with that
+provider error; otherwise the answer stands on the steps that worked, and ``done`` names
+the failed ones (``partial``).
 A step that needs the user suspends the turn: the suspension is logged (``turn_suspended``,
 operator-only), its pending calls are announced (``confirmation_pending`` /
 ``disambiguation_pending``) and the turn ends ``suspended``; ``stream._resolve`` resumes it.
@@ -10,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from context import History, Item
 from executors import (
     Emit,
     ExecutorKit,
     PlanSuspended,
+    StepResult,
     StepShare,
     TurnScope,
     merge,
@@ -24,9 +30,9 @@ from executors import (
     suspension_event,
 )
 from planner import Plan
-from providers import Model, StopReason
+from providers import Model, ModelError, ProviderErrorCode, StopReason
 from store import Store
-from store.events import TurnStatus
+from store.events import FailedStep, TurnStatus
 from stream._observe import confirmation_pending
 from stream._phases import TurnKit
 from tools import ToolRunner
@@ -36,6 +42,7 @@ from tools import ToolRunner
 class Executed:
     status: TurnStatus
     stop_reason: StopReason | None  # None when the turn suspended before any answer
+    failed: tuple[FailedStep, ...] = ()  # steps that did not do their work: a partial answer
 
 
 async def execute_plan(
@@ -88,8 +95,11 @@ async def execute_plan(
                 session_id=scope.session_id, turn_id=scope.turn_id, waiting=waiting
             )
         return Executed(status="suspended", stop_reason=None)
+    failed = failed_steps(outcome.results)
+    if plan.strategy == "tool" or not any(r.ok for r in outcome.results):
+        provider_failure(outcome.results)  # nothing stands without the provider: fail
     if plan.strategy == "tool":  # the step's executor already streamed the answer
-        return Executed(status="completed", stop_reason="end_turn")
+        return Executed(status="completed", stop_reason="end_turn", failed=failed)
     merged = await merge(
         plan,
         outcome.results,
@@ -100,4 +110,25 @@ async def execute_plan(
         emit=emit,
         budget=kit.budgets.merger,
     )
-    return Executed(status="completed", stop_reason=merged.stop_reason)
+    return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
+
+
+def failed_steps(results: Sequence[StepResult]) -> tuple[FailedStep, ...]:
+    """The steps that did not do their work, with why, for ``done``'s ``failed_steps``."""
+    return tuple(
+        FailedStep(step_id=r.step_id, code=r.error.code, message=r.error.message)
+        if r.error is not None
+        else FailedStep(step_id=r.step_id, code="step_failed", message=r.summary)
+        for r in results
+        if not r.ok
+    )
+
+
+def provider_failure(results: Sequence[StepResult]) -> None:
+    """Raise the first provider failure among ``results`` as the turn's ``ModelError``."""
+    for result in results:
+        error = result.error
+        if result.ended == "model_failed" and error is not None:
+            code = cast(ProviderErrorCode, error.code)
+            message = f"The model provider failed in step {result.step_id}: {error.message}"
+            raise ModelError(code, message, retry_after_s=error.retry_after_s)

@@ -4,13 +4,16 @@ Every ``lease_s / 3`` seconds it renews the leases of the turns this process run
 whose lease another worker has taken is stopped here: its writes would be refused), then
 claims running turns whose lease has run out, oldest first, and runs each on from where
 its log ends. On SQLite (one process) the same loop resumes the turns a previous process
-left running, once their lease runs out.
+left running, once their lease runs out. It also ends suspended turns whose questions went
+unanswered for ``pending_ttl_s`` (``expired``): the deadline is in the database, so it
+holds across restarts, and the conditional close lets one worker of several do it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import UTC, datetime, timedelta
 
 import structlog
 
@@ -25,10 +28,18 @@ _log = structlog.get_logger("bosun.turns")
 class Keeper:
     """Heartbeats and takeovers for one worker, as a background task."""
 
-    def __init__(self, store: Store, runner: TurnRunner, models: ModelResolver) -> None:
+    def __init__(
+        self,
+        store: Store,
+        runner: TurnRunner,
+        models: ModelResolver,
+        *,
+        pending_ttl_s: float = 86_400.0,
+    ) -> None:
         self._store = store
         self._runner = runner
         self._models = models
+        self._pending_ttl_s = pending_ttl_s
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -62,7 +73,19 @@ class Keeper:
         claims = await self._store.leases.claim_expired(runner.worker_id, runner.lease_s)
         for claim in claims:
             await self._take_over(claim)
+        await self.expire()
         return [c.turn_id for c in claims]
+
+    async def expire(self) -> list[str]:
+        """End the turns whose questions have waited longer than ``pending_ttl_s``; returns
+        the ids of those this worker ended."""
+        cutoff = datetime.now(UTC) - timedelta(seconds=self._pending_ttl_s)
+        ended = []
+        for turn in await self._store.sessions.suspended_turns(before=cutoff):
+            if await self._store.log.close_unanswered(turn.session_id, turn.id, "expired"):
+                _log.info("turn.expired", turn_id=turn.id, session_id=turn.session_id)
+                ended.append(turn.id)
+        return ended
 
     async def _take_over(self, claim: Claim) -> None:
         events = await self._store.log.read(claim.session_id, turn_id=claim.turn_id)

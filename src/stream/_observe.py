@@ -299,6 +299,7 @@ def turn_ended(
     if status == "completed" or status == "suspended":
         turn_completed(turn, status=status, usage=usage, duration_ms=duration_ms)
         return
+    assert status == "failed" or status == "cancelled", status  # the others end unanswered
     code = next((e.code for e in closing if isinstance(e, Error)), None)
     code = code or ("cancelled" if status == "cancelled" else "internal")
     turn_failed(turn, status=status, code=code, usage=usage, duration_ms=duration_ms)

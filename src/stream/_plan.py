@@ -12,10 +12,12 @@ from litestar.params import JSONBody
 
 from context import history, loads_from_log
 from planner import DryRun, dry_run
+from providers import ModelError
 from store import StoredEvent
 from stream._api import AuthedRequest, PlanRequest, Services, ServicesDep
 from stream._auth import Principal
-from stream._errors import ApiError
+from stream._bounds import check_message_length
+from stream._errors import ApiError, provider_error
 from stream._limits import enforce_rate_limits
 from stream._metering import BudgetExceededError, TurnMeter
 from stream._models import TurnRoleModels
@@ -28,6 +30,7 @@ async def plan_dry_run(
     data: JSONBody[PlanRequest], request: AuthedRequest, services: ServicesDep
 ) -> dict[str, Any]:
     principal = request.user
+    check_message_length(data.message, services.config.max_message_chars)
     models = await services.models.resolve(org_id=principal.org_id, requested=None)
     if models.planner is None:
         raise ApiError(503, "agent_disabled", AGENT_DISABLED)
@@ -49,6 +52,8 @@ async def plan_dry_run(
         wait_s = max(1, math.ceil((exc.resets_at - datetime.now(UTC)).total_seconds()))
         retry = {"Retry-After": str(wait_s)}
         raise ApiError(429, "budget_exceeded", exc.message, headers=retry) from None
+    except ModelError as exc:  # an outage is not a plan: no fallback plan is shown for it
+        raise provider_error(exc) from None
     return result.to_dict()
 
 

@@ -36,7 +36,9 @@ class ConfirmIn(BaseModel):
 class PickIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    id: Annotated[str, Field(min_length=1, description="The chosen candidate's id.")]
+    id: Annotated[
+        str, Field(min_length=1, max_length=200, description="The chosen candidate's id.")
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +112,9 @@ async def _answer(
         call = waiting.call(tool_use_id) if waiting is not None else None
         if waiting is None or call is None:
             raise await _not_waiting(store, record.id, tool_use_id)
-        event = await _record(store, record.id, call, answer)
-        still = [c.tool_use_id for c in waiting.asks if await _is_pending(store, c.tool_use_id)]
         turn = waiting.turn
+        event = await _record(store, record.id, call, answer, turn_id=turn.id)
+        still = [c.tool_use_id for c in waiting.asks if await _is_pending(store, c, turn.id)]
         if still:
             closing: list[Event] = [event, Done(session_id=record.id, status="suspended")]
             stored = await store.log.append(record.id, closing, turn_id=turn.id, finish="suspended")
@@ -151,18 +153,26 @@ async def _waiting(store: Store, session_id: str) -> _Waiting | None:
 
 
 async def _not_waiting(store: Store, session_id: str, tool_use_id: str) -> ApiError:
-    """Why ``tool_use_id`` takes no answer now: answered already, moot, or unknown."""
-    row = await store.tool_executions.get(tool_use_id)
-    if row is None or row.session_id != session_id:
+    """Why ``tool_use_id`` takes no answer now: answered already, moot, or unknown (of
+    the session's calls with that id, the most recent turn's is the one meant)."""
+    row = await store.tool_executions.latest(tool_use_id, session_id=session_id)
+    if row is None:
         return ApiError(404, "not_found", f"No tool call {tool_use_id!r} waits in this session")
-    if row.status != "pending":
-        return _resolved(tool_use_id, row.status)
-    return ApiError(
-        409,
-        "tool_superseded",
-        f"Tool call {tool_use_id!r} no longer waits: the conversation has moved on since it "
-        "was asked (send a new message to do it now)",
-    )
+    if row.status == "expired":
+        return ApiError(
+            409,
+            "tool_expired",
+            f"Tool call {tool_use_id!r} waited too long for an answer and expired "
+            f"(at {row.completed_at:%Y-%m-%d %H:%M} UTC); send a new message to do it now",
+        )
+    if row.status in ("pending", "superseded"):
+        return ApiError(
+            409,
+            "tool_superseded",
+            f"Tool call {tool_use_id!r} no longer waits: the conversation has moved on since it "
+            "was asked (send a new message to do it now)",
+        )
+    return _resolved(tool_use_id, row.status)
 
 
 def _resolved(tool_use_id: str, status: str) -> ApiError:
@@ -172,20 +182,22 @@ def _resolved(tool_use_id: str, status: str) -> ApiError:
 
 
 async def _record(
-    store: Store, session_id: str, call: PendingCall, answer: ConfirmIn | PickIn
+    store: Store, session_id: str, call: PendingCall, answer: ConfirmIn | PickIn, *, turn_id: str
 ) -> ToolResolved:
-    """Record the answer on the call's row (a 409 if it is not pending any more)."""
+    """Record the answer on the call's row in the waiting turn (a 409 if it is not pending
+    any more)."""
     decision: Literal["approved", "rejected", "picked"]
     match answer, call.needs:
         case ConfirmIn(approved=True), "confirmation":
             decision = "approved"
             won = await store.tool_executions.resolve(
-                call.tool_use_id, session_id=session_id, status="approved"
+                call.tool_use_id, turn_id=turn_id, session_id=session_id, status="approved"
             )
         case ConfirmIn(approved=False), "confirmation":
             decision = "rejected"
             won = await store.tool_executions.resolve(
                 call.tool_use_id,
+                turn_id=turn_id,
                 session_id=session_id,
                 status="rejected_by_user",
                 error=rejection(call.tool).as_dict(),
@@ -199,7 +211,11 @@ async def _record(
             decision = "picked"
             output = {"id": chosen.id, "label": chosen.label, "kind": call.kind or "item"}
             won = await store.tool_executions.resolve(
-                call.tool_use_id, session_id=session_id, status="succeeded", output=output
+                call.tool_use_id,
+                turn_id=turn_id,
+                session_id=session_id,
+                status="succeeded",
+                output=output,
             )
         case _:
             route = "pick" if call.needs == "pick" else "confirm"
@@ -209,12 +225,12 @@ async def _record(
             )
             raise ApiError(400, "invalid_request", message)
     if not won:
-        row = await store.tool_executions.get(call.tool_use_id)
+        row = await store.tool_executions.get(call.tool_use_id, turn_id=turn_id)
         raise _resolved(call.tool_use_id, row.status if row is not None else "unknown")
     picked_id = answer.id if isinstance(answer, PickIn) else None
     return ToolResolved(tool_use_id=call.tool_use_id, decision=decision, picked_id=picked_id)
 
 
-async def _is_pending(store: Store, tool_use_id: str) -> bool:
-    row = await store.tool_executions.get(tool_use_id)
+async def _is_pending(store: Store, call: PendingCall, turn_id: str) -> bool:
+    row = await store.tool_executions.get(call.tool_use_id, turn_id=turn_id)
     return row is None or row.status == "pending"

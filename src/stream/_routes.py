@@ -7,11 +7,11 @@ import contextlib
 import hashlib
 import json
 import uuid
-from datetime import datetime
 from typing import Annotated
 
 from litestar import get, post
-from litestar.params import FromPath, FromQuery, HeaderParameter, JSONBody, QueryParameter
+from litestar.openapi.spec import OpenAPIFormat
+from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
 from context import conversation
@@ -32,6 +32,7 @@ from stream._api import (
     TurnOut,
 )
 from stream._auth import Principal
+from stream._bounds import MAX_SEQ, check_message_length, int_query, utc_instant
 from stream._errors import ApiError, trace_id_of
 from stream._limits import enforce_rate_limits
 from stream._models import ModelNotAllowedError, TurnRoleModels
@@ -44,6 +45,8 @@ IdempotencyKey = Annotated[
         name="Idempotency-Key",
         description="1-200 printable ASCII characters; a retry with the same key and body "
         "re-attaches to the first request's turn instead of starting another (for 24 h).",
+        # Checked by _claim_key, whose message says more than a pattern mismatch would.
+        schema_extra={"pattern": r"^[ -~]{1,200}$"},
     ),
 ]
 TITLE_CHARS = 80
@@ -79,13 +82,9 @@ async def _start_turn(
     """Start the turn ``body`` asks for; with an idempotency ``key`` already used for the
     same body, the earlier request's turn instead (nothing new starts, nothing is counted)."""
     principal = request.user
-    limit = services.config.max_message_chars
-    if len(body.message) > limit:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"message is {len(body.message)} characters; the limit is {limit}",
-        )
+    check_message_length(body.message, services.config.max_message_chars)
+    if key is not None:
+        _check_key(key)
     models = await _pick_models(services, principal.org_id, body.model)
     session_id = None
     if body.session_id is not None:
@@ -138,11 +137,7 @@ async def _open_turn(
     )
 
 
-async def _claim_key(
-    services: Services, request: AuthedRequest, key: str, body: ChatRequest
-) -> IdempotencyClaim | TurnHandle:
-    """Claim ``key`` for a new turn, or find the turn an earlier request with the same key
-    and body started (waiting while that request is still starting it)."""
+def _check_key(key: str) -> None:
     if not 1 <= len(key) <= MAX_KEY_CHARS or not all(" " <= c <= "~" for c in key):
         raise ApiError(
             400,
@@ -150,6 +145,13 @@ async def _claim_key(
             f"Idempotency-Key must be 1-{MAX_KEY_CHARS} printable ASCII characters, "
             f"not {key[: MAX_KEY_CHARS + 1]!r}",
         )
+
+
+async def _claim_key(
+    services: Services, request: AuthedRequest, key: str, body: ChatRequest
+) -> IdempotencyClaim | TurnHandle:
+    """Claim ``key`` for a new turn, or find the turn an earlier request with the same key
+    and body started (waiting while that request is still starting it)."""
     canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()
     principal = request.user
@@ -213,18 +215,22 @@ async def chat(
 ) -> ChatResponse:
     handle = await _start_turn(services, request, data, idempotency_key)
     events = await _finished_turn(services, handle)
-    done = next((e for e in reversed(events) if e.type == "done"), None)
+    done = next((e.data for e in reversed(events) if e.type == "done"), {})
     usage = next((e.data for e in events if e.type == "usage"), None)
+    error = next((e.data for e in reversed(events) if e.type == "error"), None)
     answer = "".join(
         e.data["delta"] for e in events if e.type == "text_delta" and e.data.get("step_id") is None
     )
     return ChatResponse(
         session_id=handle.session_id,
         turn_id=handle.turn_id,
-        status=done.data["status"] if done else "running",
+        status=done.get("status", "running"),
         answer=answer,
         events=[{"seq": e.seq, "type": e.type, "data": e.data} for e in events],
         usage=usage,
+        error=error,
+        partial=bool(done.get("partial")),
+        failed_steps=done.get("failed_steps", []),
     )
 
 
@@ -252,12 +258,20 @@ async def _finished_turn(services: Services, handle: TurnHandle) -> list[StoredE
 async def list_sessions(
     request: AuthedRequest,
     services: ServicesDep,
-    limit: Annotated[int | None, QueryParameter(ge=1, le=500)] = None,
-    before: FromQuery[datetime | None] = None,
+    limit: Annotated[int | None, int_query(ge=1, le=500, description="Page size.")] = None,
+    before: Annotated[
+        str | None,
+        QueryParameter(
+            format=OpenAPIFormat.DATE_TIME,
+            max_length=64,
+            description="Sessions active before this instant (a page's next_before).",
+        ),
+    ] = None,
 ) -> SessionPage:
     page_size = limit or services.config.sessions_page_size
+    cursor = utc_instant(before, name="before") if before is not None else None
     records = await services.store.sessions.list_for_user(
-        org_id=request.user.org_id, user_id=request.user.user_id, limit=page_size, before=before
+        org_id=request.user.org_id, user_id=request.user.user_id, limit=page_size, before=cursor
     )
     return SessionPage(
         sessions=[_summary(r) for r in records],
@@ -315,8 +329,8 @@ async def session_events(
     session_id: FromPath[str],
     request: AuthedRequest,
     services: ServicesDep,
-    after: Annotated[int, QueryParameter(ge=0)] = 0,
-    limit: Annotated[int, QueryParameter(ge=1, le=10_000)] = 1_000,
+    after: Annotated[int, int_query(ge=0, description="Events with a greater seq.")] = 0,
+    limit: Annotated[int, int_query(ge=1, le=10_000, description="At most this many.")] = 1_000,
 ) -> EventPage:
     record = await session_for(services, request.user, session_id)
     events = await services.store.log.read(record.id, after=after, limit=limit)
@@ -331,19 +345,25 @@ async def session_stream(
     session_id: FromPath[str],
     request: AuthedRequest,
     services: ServicesDep,
-    after: Annotated[int | None, QueryParameter(ge=0)] = None,
-    last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
+    after: Annotated[
+        int | None, int_query(ge=0, description="Replay events after this seq.")
+    ] = None,
+    last_event_id: Annotated[
+        str | None,
+        HeaderParameter(name="Last-Event-ID", schema_extra={"pattern": r"^[0-9]{1,19}$"}),
+    ] = None,
 ) -> Stream:
     record = await session_for(services, request.user, session_id)
     cursor = after
     if last_event_id is not None:
-        if not last_event_id.strip().isdigit():
+        seq = last_event_id.strip()
+        if not (seq.isascii() and seq.isdigit() and len(seq) <= 19 and int(seq) <= MAX_SEQ):
             raise ApiError(
                 400,
                 "invalid_request",
-                f"Last-Event-ID must be a sequence number, not {last_event_id!r}",
+                f"Last-Event-ID must be a sequence number (0-{MAX_SEQ}), not {last_event_id!r:.80}",
             )
-        cursor = int(last_event_id)
+        cursor = int(seq)
     return sse_stream(services, record.id, after=cursor or 0)
 
 

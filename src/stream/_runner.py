@@ -87,6 +87,7 @@ class TurnRunner:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row says enough for another worker to take it over
         (``model_spec``: the model the request picked, if any)."""
+        await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
         job = _job(org_id, user_id, role, model_spec)
         turn = self._turn(
@@ -103,6 +104,13 @@ class TurnRunner:
             job=job,
         )
         return self._launch(replace(turn, epoch=epoch))
+
+    async def _supersede(self, session_id: str) -> None:
+        """A new message makes the session's open questions moot: its suspended turns end
+        ``superseded`` (their pending calls too) before the new turn's first event."""
+        for waiting in await self._store.sessions.suspended_turns(session_id=session_id):
+            if await self._store.log.close_unanswered(session_id, waiting.id, "superseded"):
+                _log.info("turn.superseded", turn_id=waiting.id, session_id=session_id)
 
     async def resume(
         self,

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from executors import PlanSuspended, StepResult, Suspended
+from executors import PlanSuspended, StepEnd, StepResult, Suspended
 from planner import Plan, PlannedStep
 from providers import Message, Part, TextPart, ToolCall, ToolResult
 from store import Store, StoredEvent
-from store.events import Event, ToolCompleted, ToolError, event_data
+from store.events import Event, StepCompleted, ToolCompleted, ToolError, event_data
 from tools import ToolFailure, ToolOutcome
 
 INTERRUPTED = ToolError(
@@ -56,19 +56,7 @@ async def checkpoint(
 ) -> tuple[PlanSuspended, list[Event]]:
     """Where ``plan`` stood when the turn's log stopped, as a resumable ``PlanSuspended``,
     and the ``tool_completed`` events owed to calls that were cut off."""
-    finished = {
-        e.data["step_id"]: StepResult(
-            step_id=e.data["step_id"],
-            ok=bool(e.data["ok"]),
-            summary=str(e.data["summary"]),
-            ended="answered" if e.data["ok"] else "model_failed",
-            tool_calls=int(e.data.get("tool_calls", 0)),
-            tokens=int(e.data.get("tokens", 0)),
-            duration_ms=int(e.data.get("duration_ms", 0)),
-        )
-        for e in events
-        if e.type == "step_completed"
-    }
+    finished = {e.data["step_id"]: _finished(e.event) for e in events if e.type == "step_completed"}
     started = [e.data["step_id"] for e in events if e.type == "step_started"]
     running = [s for s in plan.steps if s.id in started and s.id not in finished]
     owed: list[Event] = []
@@ -79,7 +67,7 @@ async def checkpoint(
             parts = []
             for call in last:
                 if call.id not in known:
-                    result, completed = await _cut_off_result(store, call)
+                    result, completed = await _cut_off_result(store, call, events[-1].turn_id)
                     known[call.id] = result
                     owed.append(completed)
                 parts.append(known[call.id])
@@ -162,13 +150,36 @@ def _result(data: dict[str, Any]) -> ToolResult:
     )
 
 
-async def _cut_off_result(store: Store, call: ToolCall) -> tuple[ToolResult, ToolCompleted]:
-    """What a call cut off mid-run gets: its recorded outcome, if it finished, else the
-    ``interrupted`` error."""
-    row = await store.tool_executions.get(call.id)
+async def _cut_off_result(
+    store: Store, call: ToolCall, turn_id: str | None
+) -> tuple[ToolResult, ToolCompleted]:
+    """What a call cut off mid-run gets: its recorded outcome in this turn, if it finished,
+    else the ``interrupted`` error."""
+    assert turn_id is not None, "a turn's own events carry its id"
+    row = await store.tool_executions.get(call.id, turn_id=turn_id)
     if row is not None and row.status == "succeeded":
         completed = ToolCompleted(tool_use_id=call.id, ok=True, output=row.output,
                                   inverse_available=row.undoable)  # fmt: skip
     else:
         completed = ToolCompleted(tool_use_id=call.id, ok=False, error=INTERRUPTED)
     return _result(event_data(completed)), completed
+
+
+def _finished(done: Event) -> StepResult:
+    """A finished step as its ``step_completed`` event tells it."""
+    assert isinstance(done, StepCompleted), done
+    ended: StepEnd = "answered"
+    if not done.ok:
+        ended = _ENDED.get(done.error.code, "model_failed") if done.error else "model_failed"
+    return StepResult(
+        step_id=done.step_id, ok=done.ok, summary=done.summary, ended=ended, error=done.error,
+        tool_calls=done.tool_calls, failed_tool_calls=done.failed_tool_calls,
+        tokens=done.tokens, duration_ms=done.duration_ms,
+    )  # fmt: skip
+
+
+_ENDED: dict[str, StepEnd] = {
+    "step_timed_out": "timed_out",
+    "step_overran": "overran",
+    "step_skipped": "skipped",
+}

@@ -34,6 +34,7 @@ from store.events import (
     Done,
     Error,
     Event,
+    FailedStep,
     HistorySummarised,
     MessageDone,
     TextDelta,
@@ -161,6 +162,7 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
         turn = metered(turn, meter)
         closing: list[Event]
         status: TurnStatus
+        failed: tuple[FailedStep, ...] = ()
 
         def ended(status: TurnStatus) -> None:
             elapsed_ms = round((time.perf_counter() - started) * 1000)
@@ -176,7 +178,7 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
                 async with asyncio.timeout(turn.timeout_s):
                     await meter.check()
                     deadline = asyncio.get_running_loop().time() + turn.timeout_s
-                    closing, status = await _run(
+                    closing, status, failed = await _run(
                         store, kit, turn, turn.model, out, _Budget(meter, deadline)
                     )
         except BudgetExceededError as exc:
@@ -188,7 +190,8 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
         except ModelError as exc:
             log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
             suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""
-            closing, status = [_error(turn, exc.code, exc.message + suffix)], "failed"
+            error = _error(turn, exc.code, exc.message + suffix)
+            closing, status = [replace(error, retry_after_s=exc.retry_after_s)], "failed"
         except asyncio.CancelledError:
             closing = [_error(turn, "cancelled", "The turn was cancelled")]
             await asyncio.shield(_close(out, turn, closing, "cancelled", meter))
@@ -198,7 +201,7 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
             log.error("turn.crashed", error_type=type(exc).__name__, exc_info=exc)
             message = "The turn failed unexpectedly; quote the trace id when reporting it"
             closing, status = [_error(turn, "internal", message)], "failed"
-        await _close(out, turn, closing, status, meter)
+        await _close(out, turn, closing, status, meter, failed)
         ended(status)
         return status
 
@@ -219,14 +222,27 @@ def metered(turn: Turn, meter: TurnMeter) -> Turn:
 
 
 async def _close(
-    out: BatchingAppender, turn: Turn, closing: list[Event], status: TurnStatus, meter: TurnMeter
+    out: BatchingAppender,
+    turn: Turn,
+    closing: list[Event],
+    status: TurnStatus,
+    meter: TurnMeter,
+    failed: tuple[FailedStep, ...] = (),
 ) -> None:
     """End the log: ``message_done``, then ``usage`` (whenever a model call was made, so the
-    usage rows and the events always agree), then ``error``, then ``done``."""
+    usage rows and the events always agree), then ``error``, then ``done`` (``partial``,
+    with the steps that failed, when the answer stands without some of its steps)."""
     errors = [e for e in closing if isinstance(e, Error)]
     usage = [meter.usage_event()] if meter.by_role or status in ("completed", "suspended") else []
     events = [*(e for e in closing if not isinstance(e, Error)), *usage, *errors]
-    await out.close([*events, Done(session_id=turn.session_id, status=status)], status)
+    partial = status == "completed" and bool(failed)
+    done = Done(
+        session_id=turn.session_id,
+        status=status,
+        partial=True if partial else None,
+        failed_steps=list(failed) if partial else None,
+    )
+    await out.close([*events, done], status)
 
 
 def _error(turn: Turn, code: str, message: str) -> Error:
@@ -273,8 +289,9 @@ async def _run(
     model: Model,
     out: BatchingAppender,
     budget: _Budget,
-) -> tuple[list[Event], TurnStatus]:
-    """Plan, load sources, execute or answer; return the closing events and status."""
+) -> tuple[list[Event], TurnStatus, tuple[FailedStep, ...]]:
+    """Plan, load sources, execute or answer; return the closing events, the status and
+    the plan's steps that failed."""
     log = await store.log.read(turn.session_id)
     view = history(log, exclude_turn=turn.turn_id)
     loaded: list[ContextLoaded] = []
@@ -321,7 +338,7 @@ async def _run(
             resume=paused,
             budget=budget.left(kit.turn_budget),
         )
-        status, stop_reason = executed.status, executed.stop_reason
+        status, stop_reason, failed = executed.status, executed.stop_reason, executed.failed
     else:
         reply = await answer(
             model,
@@ -333,7 +350,7 @@ async def _run(
             on_text=lambda text: out.add(TextDelta(delta=text)),
         )
         out.add(ContextBudget(role="merger", report=reply.report.to_dict()))
-        status, stop_reason = "completed", reply.completion.stop_reason
+        status, stop_reason, failed = "completed", reply.completion.stop_reason, ()
     if turn.summariser is not None and turn.resume is None:  # the first part did upkeep
         for event in await _upkeep(store, kit, turn, turn.summariser, view):
             out.add(event)
@@ -342,7 +359,7 @@ async def _run(
         if stop_reason is None
         else [MessageDone(message_id=turn.message_id, stop_reason=stop_reason)]
     )
-    return done, status
+    return done, status, failed
 
 
 async def _upkeep(

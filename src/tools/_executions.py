@@ -227,8 +227,9 @@ def row_of(call: ToolCallRequest, tool: ToolDef) -> dict[str, Any]:
 def settled_outcome(
     row: ToolExecutionRecord, call: ToolCallRequest, tool: ToolDef
 ) -> ToolOutcome | None:
-    """The outcome to return instead of running, if the recorded row decides it: a
-    different call under the same id, or one already succeeded or rejected."""
+    """The outcome to return instead of running, if the recorded row (this turn's, under
+    the call's id) decides it: a different call under the same id, or one already
+    succeeded or rejected."""
     same = (
         row.tool_use_id == call.tool_use_id
         and row.turn_id == call.turn_id
@@ -237,7 +238,10 @@ def settled_outcome(
     )
     if not same:
         # An approval is bound to the exact call shown; never run another under its id.
-        message = f"tool_use_id {call.tool_use_id!r} is already recorded for a different call"
+        message = (
+            f"tool_use_id {call.tool_use_id!r} is already recorded for a different call "
+            "in this turn"
+        )
         return refused(call, tool.name, "tool_use_conflict", message, "Use a new tool_use_id")
     if row.status in ("succeeded", "rejected_by_user"):
         return replayed(row)

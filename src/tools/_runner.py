@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from store import Store, ToolExecutionRecord, idempotency_key
+from store import Store, ToolExecutionRecord
 from tools._executions import (
     MAX_RESULT_CHARS,
     Needs,
@@ -147,19 +147,21 @@ class ToolRunner:
     ) -> ToolOutcome:
         """Check the call, then wait for a human, replay a recorded result, or run it.
 
-        A call already recorded as succeeded (or rejected) under this turn's key is not
-        run again: its stored outcome is returned, so a resumed turn never repeats a
-        write. A call that waits for a human is recorded ``pending``, so it survives a
-        restart; a recorded approval (``ToolExecutions.resolve``), or ``approved=True`` (the
-        caller is the user's own request, as undo is), lets a confirmed tool run.
+        A call is its ``tool_use_id`` in its turn. One already recorded as succeeded (or
+        rejected) is not run again: its stored outcome is returned, so a resumed turn
+        never repeats a write; another tool or input under the recorded id is a
+        ``tool_use_conflict``. The same id in another turn is another call.
+
+        A call that waits for a human is recorded ``pending``, so it survives a restart; a
+        recorded approval (``ToolExecutions.resolve``), or ``approved=True`` (the caller is
+        the user's own request, as undo is), lets a confirmed tool run.
         """
         admitted = self._admit(call, ctx.role)
         if isinstance(admitted, ToolOutcome):
             return logged(call, admitted)
         tool, args = admitted
-        key = idempotency_key(call.turn_id, call.tool_use_id)
         executions = self.store.tool_executions
-        existing = await executions.by_key(key)
+        existing = await executions.get(call.tool_use_id, turn_id=call.turn_id)
         if existing is not None and (settled := settled_outcome(existing, call, tool)):
             return logged(call, settled)
         # A recorded approval is bound to this exact call (``settled_outcome`` checked it).
@@ -167,17 +169,17 @@ class ToolRunner:
         needs = _needs(tool, approved=approved)
         if needs is not None:
             if existing is None:
-                await executions.start(**row_of(call, tool), key=key)
+                await executions.start(**row_of(call, tool))
             pending = ToolOutcome(
                 tool_use_id=call.tool_use_id, tool=tool.name, ok=False, needs=needs
             )
             return logged(call, pending)
         if existing is None:
-            existing = await executions.start(**row_of(call, tool), key=key)
+            existing = await executions.start(**row_of(call, tool))
             if existing is not None and (settled := settled_outcome(existing, call, tool)):
                 return logged(call, settled)  # recorded by a concurrent call since we looked
         if existing is not None and existing.status == "failed":
-            await executions.reopen(call.tool_use_id)
+            await executions.reopen(call.tool_use_id, turn_id=call.turn_id)
         return logged(call, await self._execute(tool, args, call, ctx))
 
     async def _execute(
@@ -199,13 +201,14 @@ class ToolRunner:
         executions = self.store.tool_executions
         finished = await executions.finish(
             call.tool_use_id,
+            turn_id=call.turn_id,
             status="failed" if failure else "succeeded",
             output=None if failure else output,
             error=failure.as_dict() if failure else None,
             inverse=inverse,
         )
         if finished is None:  # settled elsewhere while this ran: the stored result stands
-            stored = await executions.get(call.tool_use_id)
+            stored = await executions.get(call.tool_use_id, turn_id=call.turn_id)
             assert stored is not None, f"execution {call.tool_use_id!r} vanished while running"
             return replayed(stored)
         return ToolOutcome(
@@ -220,16 +223,18 @@ class ToolRunner:
 
     # human decisions
 
-    async def undo(self, tool_use_id: str, ctx: ToolContext) -> ToolOutcome:
-        """Run the stored inverse of a succeeded write, without confirmation (the user
-        asked for it), as a new execution ``{tool_use_id}-undo``; the original then links
-        to it (``inverse.undone_by``), and the audit rows carry both ids.
+    async def undo(self, tool_use_id: str, ctx: ToolContext, *, turn_id: str) -> ToolOutcome:
+        """Run the stored inverse of the succeeded write ``tool_use_id`` of ``turn_id``,
+        without confirmation (the user asked for it), as a new execution
+        ``{tool_use_id}-undo`` of the same turn; the original then links to it
+        (``inverse.undone_by``), and the audit rows carry both ids. (The undo route picks
+        the turn: ``ToolExecutions.undo_target``.)
 
         Refusals: ``not_found``, ``not_undoable`` (it did not succeed), ``no_inverse``,
         ``already_undone``; the inverse itself still passes the role and capability gates.
         """
         undo_id = undo_id_of(tool_use_id)
-        original = await self.store.tool_executions.get(tool_use_id)
+        original = await self.store.tool_executions.get(tool_use_id, turn_id=turn_id)
         refusal = await self._undo_refusal(tool_use_id, original, ctx)
         if refusal is not None:
             code, message, hint = refusal
@@ -246,7 +251,9 @@ class ToolRunner:
         )
         outcome = await self.run(call, ctx, approved=True)
         if outcome.ok:
-            await self.store.tool_executions.mark_undone(tool_use_id, undone_by=undo_id)
+            await self.store.tool_executions.mark_undone(
+                tool_use_id, turn_id=turn_id, undone_by=undo_id
+            )
         return outcome
 
     async def _undo_refusal(

@@ -9,7 +9,7 @@ from executor_fakes import FakeRunner, kit, normalise, per_goal, scope
 from executors import PlanResult, PlanSuspended, run_plan
 from planner import Plan, PlannedStep
 from providers import ModelError, ModelRequest, Reply, ToolCall
-from store.events import Event, StepCompleted, StepStarted, TextDelta
+from store.events import Event, StepCompleted, StepError, StepStarted, TextDelta
 
 
 def _plan(*steps: PlannedStep, executors: int = 3) -> Plan:
@@ -111,12 +111,19 @@ async def test_a_failed_step_skips_its_dependants_and_the_rest_still_runs() -> N
         ("s1", False, "model_failed"), ("s2", True, "answered"),
         ("s3", False, "skipped"), ("s4", False, "skipped"),
     ]  # fmt: skip
-    skipped = [e for e in normalise(events) if isinstance(e, StepCompleted) and not e.ok][1:]
-    assert skipped == [
+    failed = [e for e in normalise(events) if isinstance(e, StepCompleted) and not e.ok]
+    assert failed[0].error is not None and failed[0].error.code == "provider_unavailable"
+    why_s3, why_s4 = (
+        "skipped: depends on s1, which failed",
+        "skipped: depends on s3, which was skipped",
+    )
+    assert failed[1:] == [
         StepCompleted(step_id="s3", executor_id="s3-exec", ok=False, tool_calls=0, tokens=0,
-                      summary="skipped: depends on s1, which failed", duration_ms=0),
+                      summary=why_s3, duration_ms=0,
+                      error=StepError(code="step_skipped", message=why_s3)),
         StepCompleted(step_id="s4", executor_id="s4-exec", ok=False, tool_calls=0, tokens=0,
-                      summary="skipped: depends on s3, which was skipped", duration_ms=0),
+                      summary=why_s4, duration_ms=0,
+                      error=StepError(code="step_skipped", message=why_s4)),
     ]  # fmt: skip
     assert not [c for c in model.calls if c.messages[0].text in ("Cancel the class",
                                                                  "Tell the coach")]  # fmt: skip

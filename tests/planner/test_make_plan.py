@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from planner import Catalogue, Plan, PlanLimits, find_cycle, make_plan, validate_plan
 from providers import FunctionModel, ModelError, ModelRequest, Reply, ScriptedModel, TokenUsage
 
@@ -113,14 +115,20 @@ async def test_a_cycle_is_repaired_and_bad_json_twice_falls_back() -> None:
     assert fallback.plan.reasoning.startswith("Fallback plan:")
 
 
-async def test_a_provider_error_or_timeout_degrades_to_the_fallback() -> None:
+async def test_a_provider_error_is_raised_not_planned_around() -> None:
+    """An outage is not a plan problem: a fallback plan would call the same provider."""
+
     def overloaded(_request: ModelRequest) -> str:
-        raise ModelError("provider_overloaded", "busy")
+        raise ModelError("provider_overloaded", "busy", retry_after_s=3.0)
 
-    failed = await make_plan(FunctionModel(overloaded), "find Sam", catalogue=CATALOGUE)
-    assert failed.fallback == "the planner model failed (provider_overloaded)"
-    assert failed.plan.steps[0].tools == ["members.search", "members.get"]
+    model = FunctionModel(overloaded)
+    with pytest.raises(ModelError) as raised:
+        await make_plan(model, "find Sam", catalogue=CATALOGUE)
+    assert (raised.value.code, raised.value.retry_after_s) == ("provider_overloaded", 3.0)
+    assert len(model.calls) == 1  # no repair round either
 
+
+async def test_a_timeout_degrades_to_the_fallback() -> None:
     async def slow(_request: ModelRequest) -> str:
         await asyncio.sleep(5)
         return SIMPLE

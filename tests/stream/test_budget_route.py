@@ -161,7 +161,8 @@ async def test_the_report_is_only_for_those_who_may_see_the_session(
             assert response.status_code == 404, response.text
             assert response.json()["error"]["code"] == "not_found"
             assert session_id in response.json()["error"]["message"]
-        missing = await client.get("/v1/sessions/nope/budget", headers=server.auth(user="alice"))
+        unknown = "/v1/sessions/00000000-0000-0000-0000-000000000000/budget"
+        missing = await client.get(unknown, headers=server.auth(user="alice"))
         assert missing.status_code == 404
         assert (await client.get(path)).status_code == 401
         staff = await client.get(path, headers=server.auth(user="carol", role="staff"))

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import text
+import httpx
+from sqlalchemy import insert, select, text
 
 from bosun.app import build_models
 from bosun.settings import Settings
 from conftest import Server, ServerFactory
-from helpers import stream_post, stream_turn, types
+from helpers import Frame, stream_post, stream_turn, types
+from store._demo_models import WorkoutRow
 from tools.demo import seed_demo, seed_id
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
@@ -91,3 +96,100 @@ async def test_the_demo_plans_runs_steps_in_parallel_writes_undoes_and_confirms(
     said = "".join(f.data["delta"] for f in approved if f.event == "text_delta")
     assert said == "Deleted the Engine builder workout."
     assert approved[-1].data["status"] == "completed"
+
+
+# the same script again: tool_use_ids are the script's, so every replay reuses them
+
+
+@dataclass(frozen=True)
+class Played:
+    """One pass of the demo conversation in a new session."""
+
+    first: list[Frame]
+    undo: httpx.Response
+    second: list[Frame]
+    approved: list[Frame]
+    engine_left: int
+
+
+async def play_demo(server: Server, org: str) -> Played:
+    """The README's conversation as documented: turn 1, undo its write, turn 2, confirm."""
+    headers = server.auth(org=org, role="owner")
+    first = await stream_turn(
+        server.client, {"message": "Set Sam Rivera up with an intro workout"}, headers
+    )
+    session_id = first[0].data["session_id"]
+    undo = await server.client.post(
+        f"/v1/sessions/{session_id}/undo/toolu_create_workout", headers=headers
+    )
+    second = await stream_turn(
+        server.client,
+        {"message": "Delete the Engine builder workout", "session_id": session_id},
+        headers,
+    )
+    approved = await stream_post(
+        server.client,
+        f"/v1/sessions/{session_id}/confirm/toolu_delete_workout",
+        {"approved": True},
+        headers,
+    )
+    async with server.store.db.read() as conn:
+        engine_left = await conn.scalar(
+            text("SELECT count(*) FROM workouts WHERE id = :id"), {"id": seed_id(org, "wo", 4)}
+        )
+    return Played(first, undo, second, approved, int(engine_left or 0))
+
+
+def completed(frames: list[Frame]) -> list[tuple[str, bool]]:
+    return [(f.data["tool_use_id"], f.data["ok"]) for f in frames if f.event == "tool_completed"]
+
+
+async def engine_row(server: Server) -> dict[str, Any]:
+    async with server.store.db.read() as conn:
+        row = (await conn.execute(select(WorkoutRow).where(WorkoutRow.id == ENGINE))).one()
+    return dict(row._mapping)
+
+
+async def test_the_demo_replays_in_new_sessions_and_in_another_org(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    """Twice in one server and database (the README's `make serve`, a second session),
+    then in another org: each pass reuses every tool_use_id, and each is its own call."""
+    other = "other-org"
+    # The script names dev-org's seeded workout; another org deletes its own.
+    script = tmp_path / "demo-other-org.yaml"
+    script.write_text(DEMO.read_text().replace(ENGINE, seed_id(other, "wo", 4)))
+    models = build_models(Settings(models={"default": f"scripted:{DEMO}"}))  # type: ignore[arg-type]
+    async with make_server(models) as server:
+        await seed_demo(server.store, ORG)
+        engine = await engine_row(server)
+        runs = [await play_demo(server, ORG)]
+        async with server.store.db.write() as conn:  # the first pass deleted it
+            await conn.execute(insert(WorkoutRow).values(engine))
+        runs.append(await play_demo(server, ORG))
+    # Another server over the same database, playing the script for the other org.
+    others = build_models(Settings(models={"default": f"scripted:{script}"}))  # type: ignore[arg-type]
+    async with make_server(others) as server:
+        await seed_demo(server.store, other)
+        runs.append(await play_demo(server, other))
+        left = await intro_workouts(server)
+
+    assert len({run.first[0].data["session_id"] for run in runs}) == 3
+    for run in runs:
+        frames = run.first + run.second + run.approved
+        assert "tool_use_conflict" not in json.dumps([f.data for f in frames])
+        assert sorted(completed(run.first)) == [
+            ("toolu_create_workout", True),
+            ("toolu_list_programs", True),
+            ("toolu_search_sam", True),
+        ]
+        assert run.first[-1].data["status"] == "completed"
+        assert run.undo.status_code == 200, run.undo.text
+        assert run.undo.json()["ok"] is True
+        assert run.undo.json()["tool_use_id"] == "toolu_create_workout-undo"
+        assert types(run.second)[-3:] == ["confirmation_pending", "usage", "done"]
+        assert types(run.approved)[:3] == ["tool_resolved", "tool_started", "tool_completed"]
+        assert completed(run.approved) == [("toolu_delete_workout", True)]
+        assert run.approved[-1].data["status"] == "completed"
+        assert run.engine_left == 0
+    assert left == []  # every pass's workout was undone

@@ -104,7 +104,7 @@ async def test_approving_runs_the_call_and_the_turn_streams_on(make_server: Serv
         log = (await server.client.get(
             f"/v1/sessions/{session}/events", headers=server.auth(role="owner")
         )).json()["events"]  # fmt: skip
-        row = await server.store.tool_executions.get("t_del")
+        row = await server.store.tool_executions.latest("t_del", session_id=session)
 
     assert status(first) == "suspended" and "confirmation_pending" in types(first)
     assert types(frames)[:3] == ["tool_resolved", "tool_started", "tool_completed"]
@@ -134,7 +134,7 @@ async def test_rejecting_tells_the_model_and_changes_nothing(make_server: Server
         session, _ = await start(server, "delete the engine builder workout")
         frames = await resolve(server, session, "confirm", "t_del", {"approved": False})
         kept = ENGINE in await workouts(server)
-        row = await server.store.tool_executions.get("t_del")
+        row = await server.store.tool_executions.latest("t_del", session_id=session)
 
     completed = next(f.data for f in frames if f.event == "tool_completed")
     assert completed["ok"] is False and completed["error"]["code"] == "rejected_by_user"
@@ -203,7 +203,7 @@ async def test_a_pick_must_be_a_candidate_and_the_model_gets_it(
     async with make_server(turn) as server:
         session, first = await start(server, "book Sam")
         wrong = await answer(server, session, "pick", "t_pick", {"id": "mem_nobody"})
-        still_pending = await server.store.tool_executions.get("t_pick")
+        still_pending = await server.store.tool_executions.latest("t_pick", session_id=session)
         frames = await resolve(server, session, "pick", "t_pick", {"id": OKAFOR})
 
     asked = next(f.data for f in first if f.event == "disambiguation_pending")
@@ -239,7 +239,7 @@ async def test_a_second_answer_is_a_conflict_and_wrong_answers_are_clear(
         )
         await resolve(server, session, "confirm", "t_del", {"approved": True})
         again = await answer(server, session, "confirm", "t_del", {"approved": False})
-        row = await server.store.tool_executions.get("t_del")
+        row = await server.store.tool_executions.latest("t_del", session_id=session)
 
     assert as_pick.status_code == 400 and "confirm" in as_pick.json()["error"]["message"]
     assert not_bool.status_code == 400

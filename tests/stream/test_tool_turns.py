@@ -126,7 +126,8 @@ async def test_a_destructive_tool_suspends_the_turn_for_confirmation(
         frames = await stream_turn(
             server.client, {"message": "delete that task"}, server.auth(role="owner")
         )
-        pending = await server.store.tool_executions.get("toolu_del")
+        session_id = frames[0].data["session_id"]
+        pending = await server.store.tool_executions.latest("toolu_del", session_id=session_id)
 
     kinds = types(frames)
     assert kinds[-3:] == ["confirmation_pending", "usage", "done"]

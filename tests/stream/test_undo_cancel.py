@@ -103,7 +103,7 @@ async def test_undo_runs_the_inverse_logs_both_events_and_links_the_audit_rows(
         logged = await server.store.log.read(session_id, after=last_seq)
         exists = await _workout_exists(server.store, workout_id)
         trail = await _audit_trail(server.store)
-        original = await server.store.tool_executions.get("toolu_create")
+        original = await server.store.tool_executions.latest("toolu_create", session_id=session_id)
 
     deleted = {"id": workout_id, "title": "Intro", "deleted": True}
     assert undo.status_code == 200, undo.text
@@ -167,6 +167,7 @@ async def _execution(
         error = {"code": "not_found", "message": "m"} if status == "failed" else None
         await store.tool_executions.finish(
             tool_use_id,
+            turn_id="turn_0",
             status=status,  # type: ignore[arg-type]
             output=None if error else {"id": "x"},
             error=error,
@@ -232,7 +233,7 @@ async def test_undo_applies_the_inverse_tools_roles_and_reports_a_failed_inverse
         after_member = await store.log.read(bobs)
         as_staff = await server.client.post(url, headers=server.auth(user="sue", role="staff"))
         logged = await store.log.read(bobs)
-        original = await store.tool_executions.get("tu_bob")
+        original = await store.tool_executions.get("tu_bob", turn_id="turn_0")
 
     # workouts.delete is for owners and staff: a member may not run it, even to undo.
     assert (as_member.status_code, error_code(as_member)) == (403, "forbidden")

@@ -130,7 +130,7 @@ class Decide:
     reject it, a replay without approval, or record an approval on its row as the confirm
     route does (a later replay without approval then runs it); ``tamper`` changes one input
     field first (an approval for one input must not run another), ``other_turn`` moves it
-    to the other turn."""
+    to the other turn (where the same tool_use_id is a call of its own)."""
 
     ref: int
     verdict: Literal["approve", "reject", "resume", "record"]
@@ -502,12 +502,15 @@ class World:
         match action:
             case Decide(verdict="reject"):
                 call = self._variant(earlier, action)
-                row = await self.store.tool_executions.get(call.tool_use_id)
+                row = await self.store.tool_executions.get(call.tool_use_id, turn_id=call.turn_id)
                 await self.runner.reject(self.request(call))
                 return Played("reject", call, before=row.status if row else None)
             case Decide(verdict="record"):  # by tool_use_id: it approves the row as shown
                 won = await self.store.tool_executions.resolve(
-                    earlier.tool_use_id, session_id=SESSION_ID, status="approved"
+                    earlier.tool_use_id,
+                    turn_id=earlier.turn_id,
+                    session_id=SESSION_ID,
+                    status="approved",
                 )
                 event(f"record approval: {'won' if won else 'not pending'}")
                 return Played("record", earlier, approved=won)
@@ -516,10 +519,12 @@ class World:
                     self._variant(earlier, action), approved=verdict == "approve"
                 )
             case Undo():
-                row = await self.store.tool_executions.get(earlier.tool_use_id)
-                await self.runner.undo(earlier.tool_use_id, self.ctx)
+                row = await self.store.tool_executions.get(
+                    earlier.tool_use_id, turn_id=earlier.turn_id
+                )
+                await self.runner.undo(earlier.tool_use_id, self.ctx, turn_id=earlier.turn_id)
                 inverse = row.inverse if row else None
-                return Played("undo", original=earlier.tool_use_id, inverse=inverse)
+                return Played("undo", earlier, original=earlier.tool_use_id, inverse=inverse)
             case Pick():
                 return await self._pick(earlier, action.ref)
         raise AssertionError(f"unplayed action {action!r}")
@@ -545,7 +550,7 @@ class World:
         return Played("run", call, approved=approved)
 
     async def _pick(self, call: Call, ref: int) -> Played:
-        row = await self.store.tool_executions.get(call.tool_use_id)
+        row = await self.store.tool_executions.get(call.tool_use_id, turn_id=call.turn_id)
         if row is None or row.tool != PICKER or row.status != "pending":
             return Played("skip")
         candidates = row.input["candidates"]
@@ -556,7 +561,11 @@ class World:
             "kind": row.input.get("kind", "item"),
         }
         await self.store.tool_executions.resolve(
-            row.tool_use_id, session_id=SESSION_ID, status="succeeded", output=picked
+            row.tool_use_id,
+            turn_id=row.turn_id,
+            session_id=SESSION_ID,
+            status="succeeded",
+            output=picked,
         )
         return Played("pick", call, pick=picked)
 
@@ -640,6 +649,11 @@ def _undo_id(tool_use_id: str) -> str:
     return f"{tool_use_id}-undo"
 
 
+def _same(call: Call, row: ToolExecutionRecord) -> bool:
+    """Whether ``row`` records ``call``: its tool_use_id in its turn."""
+    return (call.turn_id, call.tool_use_id) == (row.turn_id, row.tool_use_id)
+
+
 def _permitted(caps: Capabilities, name: str) -> bool:
     """The profile rule as documented (written out here, not taken from the runner)."""
     router = f"{name.split('.', 1)[0]}.*"
@@ -662,7 +676,17 @@ class Checker:
         self.world = world
         self.log = world.log
         self.invocations = world.invocations
-        self.rows = {row.tool_use_id: row for row in rows}
+        # A tool_use_id names a call only within its turn.
+        self.rows = {(row.turn_id, row.tool_use_id): row for row in rows}
+
+    def _turn(self, inv: Invocation) -> str:
+        """The turn ``inv`` ran in: the step's, or that of the call played (undo: the
+        original's, whose turn the undo is recorded in)."""
+        played = self.log[inv.phase[0]]
+        if played.step is not None:
+            return played.step.turn_id
+        assert played.call is not None, played
+        return played.call.turn_id
 
     def invocation(self, inv: Invocation) -> None:
         world = self.world
@@ -673,7 +697,7 @@ class Checker:
         assert _permitted(world.capabilities, tool.name), f"outside the capabilities: {what}"
         assert inv.role == world.role and inv.role in tool.roles, f"role {inv.role}: {what}"
         # it is recorded, and ran on the recorded (shown) input
-        row = self.rows.get(inv.tool_use_id or "")
+        row = self.rows.get((self._turn(inv), inv.tool_use_id or ""))
         assert row is not None and row.tool == tool.name, f"no execution row: {what} ({row})"
         # A run that failed may be declined afterwards: its row then ends rejected_by_user.
         settled = ("succeeded", "failed", "rejected_by_user")
@@ -711,7 +735,10 @@ class Checker:
         for earlier in self.log[: inv.phase[0]]:
             if earlier.kind != "reject" or earlier.call is None:
                 continue
-            if earlier.call.tool_use_id != inv.tool_use_id:
+            if (earlier.call.turn_id, earlier.call.tool_use_id) != (
+                self._turn(inv),
+                inv.tool_use_id,
+            ):
                 continue
             if earlier.before == "failed" and not REJECTING_A_FAILED_CALL_STICKS:
                 continue
@@ -721,7 +748,10 @@ class Checker:
         """Whether an approval was recorded on ``inv``'s row before it ran (the row's input
         and turn are then what the run must match, which ``invocation`` checks)."""
         return any(
-            p.kind == "record" and p.approved and p.call and p.call.tool_use_id == inv.tool_use_id
+            p.kind == "record"
+            and p.approved
+            and p.call
+            and (p.call.turn_id, p.call.tool_use_id) == (self._turn(inv), inv.tool_use_id)
             for p in self.log[: inv.phase[0]]
         )
 
@@ -730,13 +760,13 @@ class Checker:
         what = f"row {row.tool_use_id} {row.tool} {row.status} {row.input}"
         rejects = [p for p in self.log if p.kind == "reject" and p.call is not None]
         if row.status == "rejected_by_user":
-            assert any(p.call.tool_use_id == row.tool_use_id for p in rejects if p.call), what
+            assert any(_same(p.call, row) for p in rejects if p.call), what
         tool = DEMO.get(row.tool) if row.tool in DEMO else None
         if tool is None:  # only a rejection records a name that is not a tool
             assert row.status == "rejected_by_user", what
             return
         if tool.kind == "user_picker":  # 4. pending, rejected, or answered by the user
-            picks = [p.pick for p in self.log if p.call and p.call.tool_use_id == row.tool_use_id]
+            picks = [p.pick for p in self.log if p.call and _same(p.call, row)]
             assert row.status != "failed", what
             assert row.status != "succeeded" or row.output in picks, what
             return
@@ -744,7 +774,9 @@ class Checker:
             return
         # settled: the handler ran, as the caller's role and within the profile
         assert any(
-            inv.tool_use_id == row.tool_use_id and inv.tool == tool.name for inv in self.invocations
+            (self._turn(inv), inv.tool_use_id, inv.tool)
+            == (row.turn_id, row.tool_use_id, tool.name)
+            for inv in self.invocations
         ), f"settled without its handler running: {what}"
         assert world.role in tool.roles and _permitted(world.capabilities, tool.name), what
         if tool.needs_confirmation:  # 1., from the database alone
@@ -761,14 +793,12 @@ class Checker:
             undone = any(
                 p.kind == "undo"
                 and p.original is not None
-                and _undo_id(p.original) == row.tool_use_id
+                and p.call is not None
+                and (p.call.turn_id, _undo_id(p.original)) == (row.turn_id, row.tool_use_id)
                 for p in self.log
             )
             recorded = any(
-                p.kind == "record"
-                and p.approved
-                and p.call
-                and p.call.tool_use_id == row.tool_use_id
+                p.kind == "record" and p.approved and p.call and _same(p.call, row)
                 for p in self.log
             )
             assert approved or undone or recorded, f"ran without a matching approval: {what}"
@@ -982,7 +1012,7 @@ async def test_a_call_rejected_after_a_failed_run_never_runs(store: Store) -> No
     declined = await runner.reject(call)  # ... and this time the user says no
     late = await runner.run(call, ctx, approved=True)  # a stale approval arrives after
 
-    row = await store.tool_executions.get("tu_1")
+    row = await store.tool_executions.get("tu_1", turn_id="turn_1")
     assert (PURGES["everything"], late.ok) == (1, False)  # today: 2, True (it ran)
     assert declined.error is not None and declined.error.code == "rejected_by_user"
     assert row is not None and row.status == "rejected_by_user"  # today: succeeded

@@ -91,7 +91,7 @@ async def refuse(args: Text, ctx: ToolContext) -> None:
 async def peek(args: Text, ctx: ToolContext) -> Echo:
     RUNS["edge.peek"] += 1
     assert ctx.tool_use_id is not None
-    row = await ctx.store.tool_executions.get(ctx.tool_use_id)
+    row = await ctx.store.tool_executions.get(ctx.tool_use_id, turn_id="turn_1")
     status = None if row is None else row.status
     return Echo(text=args.text, thread=threading.current_thread().name, seen_status=status)
 
@@ -298,7 +298,7 @@ async def test_a_read_tool_runs_and_records_its_execution(acme: Studio) -> None:
     assert outcome.output["more"] is False and not outcome.inverse_available
     assert outcome.duration_ms >= 0 and outcome.needs is None
 
-    row = await acme.store.tool_executions.get("tu_1")
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None
     assert (row.status, row.tool, row.session_id, row.turn_id, row.idempotency_key) == (
         "succeeded",
@@ -321,7 +321,7 @@ async def test_a_write_is_recorded_pending_before_it_runs(acme: Studio) -> None:
     # The handler saw its own row, pending, under the tool_use_id the runner gave it.
     assert outcome.output == {"text": "hi", "thread": "MainThread", "seen_status": "pending"}
     assert outcome.inverse_available
-    row = await acme.store.tool_executions.get("tu_1")
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None and row.status == "succeeded"
     assert row.inverse == {"tool": "edge.unpeek", "input": {"text": "hi"}}
 
@@ -346,7 +346,7 @@ async def test_a_demo_write_records_output_inverse_and_its_audit_row(acme: Studi
         inverse_available=True,
         duration_ms=outcome.duration_ms,
     )
-    row = await acme.store.tool_executions.get("tu_1")
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None
     assert (row.status, row.input, row.output) == ("succeeded", args, outcome.output)
     assert row.inverse == {"tool": "workouts.delete", "input": {"workout_id": workout_id}}
@@ -375,14 +375,39 @@ async def test_a_repeated_call_returns_the_stored_outcome_without_running(acme: 
 async def test_another_call_under_a_recorded_tool_use_id_is_refused(acme: Studio) -> None:
     await acme.runner.run(acme.call("workouts.create", {"title": "Original"}), acme.ctx)
     changed = acme.call("workouts.create", {"title": "Changed"})
-    other_turn = dataclasses.replace(changed, input={"title": "Original"}, turn_id="turn_2")
-    for call in (changed, other_turn):
+    renamed = acme.call("tasks.create", {"title": "Original"})
+    for call in (changed, renamed):
         assert error_of(await acme.runner.run(call, acme.ctx)) == ToolFailure(
             code="tool_use_conflict",
-            message="tool_use_id 'tu_1' is already recorded for a different call",
+            message="tool_use_id 'tu_1' is already recorded for a different call in this turn",
             hint="Use a new tool_use_id",
         )
     assert await workouts_titled(acme.store, "Changed") == 0
+
+
+async def test_a_tool_use_id_reused_by_another_turn_session_or_org_is_another_call(
+    acme: Studio,
+) -> None:
+    store = acme.store
+    await seed_demo(store, "globex")
+    there = str(uuid.uuid4())
+    await store.sessions.create(org_id="globex", user_id="bo", session_id=there, title=None)
+    call = acme.call("workouts.create", {"title": "Reused"})
+    replays = [
+        (call, acme.ctx),
+        (dataclasses.replace(call, turn_id="turn_2"), acme.ctx),
+        (
+            dataclasses.replace(call, turn_id="turn_3", session_id=there),
+            acme.as_role("owner", org="globex"),
+        ),
+    ]
+    outcomes = [await acme.runner.run(c, ctx) for c, ctx in replays]
+    undos = [await acme.runner.undo("tu_1", ctx, turn_id=c.turn_id) for c, ctx in replays]
+
+    assert [(o.ok, o.error, o.inverse_available) for o in outcomes] == [(True, None, True)] * 3
+    assert len({o.output["id"] for o in outcomes}) == 3  # three workouts, one per call
+    assert [(u.ok, u.tool_use_id) for u in undos] == [(True, "tu_1-undo")] * 3
+    assert await workouts_titled(store, "Reused") == 0
 
 
 async def test_a_failed_call_runs_again_when_repeated(acme: Studio) -> None:
@@ -392,7 +417,8 @@ async def test_a_failed_call_runs_again_when_repeated(acme: Studio) -> None:
     assert error_of(failed) == ToolFailure(
         code="busy", message="The studio system is busy", hint="Try again"
     )
-    assert (await acme.store.tool_executions.get("tu_1")).status == "failed"  # type: ignore[union-attr]
+    failed_row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
+    assert failed_row is not None and failed_row.status == "failed"
 
     retried = await edge.run(call, acme.ctx)
     assert retried.ok and retried.output == {
@@ -400,7 +426,7 @@ async def test_a_failed_call_runs_again_when_repeated(acme: Studio) -> None:
         "thread": "main",
         "seen_status": None,
     }
-    row = await acme.store.tool_executions.get("tu_1")
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None and (row.status, row.error) == ("succeeded", None)
     assert RUNS["edge.flaky"] == 2
 
@@ -424,7 +450,7 @@ async def test_a_slow_tool_times_out_and_is_recorded_failed(acme: Studio) -> Non
     )
     assert error_of(outcome) == failure
     assert outcome.duration_ms < 5_000
-    row = await acme.store.tool_executions.get("tu_1")
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None
     assert (row.status, row.error, row.output) == ("failed", failure.as_dict(), None)
 
@@ -450,7 +476,7 @@ async def test_an_unexpected_exception_is_a_generic_failure_that_hides_the_input
     ]
     assert crashed[0]["where"].startswith("test_tool_runner.py:")
     assert "hunter2" not in json.dumps(logs, default=str) + outcome.as_result_text()
-    row = await acme.store.tool_executions.get("tu_1")
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None and row.status == "failed" and "hunter2" not in str(row.error)
 
 
@@ -461,7 +487,7 @@ async def test_a_tool_error_reaches_the_model_as_code_message_and_hint(acme: Stu
     assert outcome.as_result_text() == (
         '{"error":{"code":"out_of_stock","message":"No \'kale\' left","hint":"Pick another item"}}'
     )
-    row = await acme.store.tool_executions.get("tu_1")
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None and (row.status, row.error) == ("failed", failure.as_dict())
 
 
@@ -474,7 +500,7 @@ async def test_bad_output_fails_and_a_broken_inverse_only_loses_the_undo(acme: S
     )
     kept = await edge.run(acme.call("edge.broken_inverse", {"text": "b"}, "tu_2"), acme.ctx)
     assert kept.ok and not kept.inverse_available
-    row = await acme.store.tool_executions.get("tu_2")
+    row = await acme.store.tool_executions.get("tu_2", turn_id="turn_1")
     assert row is not None and (row.status, row.inverse) == ("succeeded", None)
 
 
@@ -490,7 +516,7 @@ async def test_destructive_tools_wait_for_approval_then_run_once(acme: Studio) -
         tool_use_id="tu_del", tool="workouts.delete", ok=False, needs="confirmation"
     )
     assert await workouts_titled(acme.store, "Doomed") == 1
-    row = await acme.store.tool_executions.get("tu_del")
+    row = await acme.store.tool_executions.get("tu_del", turn_id="turn_1")
     assert row is not None and (row.status, row.input) == ("pending", delete.input)
     assert await acme.runner.run(delete, acme.ctx) == waiting  # still waiting, nothing ran
 
@@ -518,7 +544,7 @@ async def test_a_picker_waits_for_the_pick_and_never_runs(acme: Studio) -> None:
     expected = ToolOutcome(tool_use_id="tu_1", tool="ui.ask_user_to_pick", ok=False, needs="pick")
     assert await acme.runner.run(call, acme.ctx) == expected
     assert await acme.runner.run(call, acme.ctx, approved=True) == expected
-    row = await acme.store.tool_executions.get("tu_1")
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None and (row.status, row.tool, row.input) == (
         "pending",
         "ui.ask_user_to_pick",
@@ -541,7 +567,7 @@ async def test_a_rejected_call_is_recorded_and_can_never_run(acme: Studio) -> No
     assert rejected == ToolOutcome(
         tool_use_id="tu_del", tool="workouts.delete", ok=False, error=failure
     )
-    row = await acme.store.tool_executions.get("tu_del")
+    row = await acme.store.tool_executions.get("tu_del", turn_id="turn_1")
     assert row is not None and (row.status, row.error) == ("rejected_by_user", failure.as_dict())
     assert row.completed_at is not None
 
@@ -552,7 +578,8 @@ async def test_a_rejected_call_is_recorded_and_can_never_run(acme: Studio) -> No
     assert unseen.error == dataclasses.replace(
         failure, message="The user declined to run tasks.delete; nothing was done"
     )
-    assert (await acme.store.tool_executions.get("tu_new")).status == "rejected_by_user"  # type: ignore[union-attr]
+    unseen_row = await acme.store.tool_executions.get("tu_new", turn_id="turn_1")
+    assert unseen_row is not None and unseen_row.status == "rejected_by_user"
     assert await acme.runner.reject(acme.call("workouts.create", {"title": "Kept"})) == (
         dataclasses.replace(created, duration_ms=0)
     )
@@ -567,7 +594,7 @@ async def test_undo_runs_the_inverse_and_links_executions_and_audit_rows(acme: S
     )
     workout_id = created.output["id"]
 
-    undone = await acme.runner.undo("tu_create", acme.ctx)
+    undone = await acme.runner.undo("tu_create", acme.ctx, turn_id="turn_1")
     assert undone == ToolOutcome(
         tool_use_id="tu_create-undo",
         tool="workouts.delete",
@@ -577,8 +604,8 @@ async def test_undo_runs_the_inverse_and_links_executions_and_audit_rows(acme: S
     )
     assert await workouts_titled(acme.store, "Oops") == 0
 
-    original = await acme.store.tool_executions.get("tu_create")
-    inverse_row = await acme.store.tool_executions.get("tu_create-undo")
+    original = await acme.store.tool_executions.get("tu_create", turn_id="turn_1")
+    inverse_row = await acme.store.tool_executions.get("tu_create-undo", turn_id="turn_1")
     assert original is not None and inverse_row is not None
     assert original.status == "succeeded" and original.undone_by == "tu_create-undo"
     assert original.inverse == {
@@ -607,7 +634,7 @@ async def test_undo_runs_the_inverse_and_links_executions_and_audit_rows(acme: S
 async def test_undo_refusals(acme: Studio) -> None:
     runner = acme.runner
     await runner.run(acme.call("workouts.create", {"title": "Twice"}, "tu_ok"), acme.ctx)
-    await runner.undo("tu_ok", acme.ctx)
+    await runner.undo("tu_ok", acme.ctx, turn_id="turn_1")
     bad_member = {"title": "Orphan", "member_id": "mem_nope"}
     assert not (
         await runner.run(acme.call("workouts.create", bad_member, "tu_failed"), acme.ctx)
@@ -617,7 +644,7 @@ async def test_undo_refusals(acme: Studio) -> None:
     assert (await runner.run(acme.call("workouts.update", patch, "tu_update"), acme.ctx)).ok
 
     async def refusal(tool_use_id: str, ctx: ToolContext = acme.ctx) -> tuple[str, str, str]:
-        outcome = await runner.undo(tool_use_id, ctx)
+        outcome = await runner.undo(tool_use_id, ctx, turn_id="turn_1")
         failure = error_of(outcome)
         assert outcome.tool_use_id == f"{tool_use_id}-undo"
         return outcome.tool, failure.code, failure.message
@@ -651,8 +678,8 @@ async def test_undo_refusals(acme: Studio) -> None:
 async def test_undo_of_an_edge_write_runs_its_inverse_once(acme: Studio) -> None:
     edge = acme.edge()
     await edge.run(acme.call("edge.peek", {"text": "p"}), acme.ctx)
-    assert (await edge.undo("tu_1", acme.ctx)).ok
-    assert error_of(await edge.undo("tu_1", acme.ctx)).code == "already_undone"
+    assert (await edge.undo("tu_1", acme.ctx, turn_id="turn_1")).ok
+    assert error_of(await edge.undo("tu_1", acme.ctx, turn_id="turn_1")).code == "already_undone"
     assert Counter({"edge.peek": 1, "edge.unpeek": 1}) == RUNS
 
 

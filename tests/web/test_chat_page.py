@@ -29,6 +29,7 @@ SLOW = (
     "Here is the long answer, word by word: warm up for ten minutes, then three rounds of "
     "squats, presses and rows, and finish with a slow walk."
 )
+PARTIAL = "There is no member mem_ghost, and the program list could not be read just now."
 SCRIPT = f"""
 # (1) a simple answer
 - match: "opening hours tomorrow"
@@ -113,6 +114,20 @@ SCRIPT = f"""
                 input: {{title: Mobility reset, duration_min: 30}}}}]
 - match: "Create the Mobility reset workout"
   text: "Created the Mobility reset workout (30 minutes)."
+# (8) a partial answer: s1's lookup fails yet it answers, s2's model provider fails
+- match: "Audit the ghost member"
+  text: >-
+    {{"strategy": "complex", "reasoning": "Two lookups.", "executors": 2, "steps": [
+      {{"id": "s1", "goal": "Look up member mem_ghost", "tools": ["members.get"]}},
+      {{"id": "s2", "goal": "List the programs for the audit", "tools": ["programs.list"]}}]}}
+- match: "Look up member mem_ghost"
+  tool_calls: [{{id: toolu_ghost, name: members_get, input: {{member_id: mem_ghost}}}}]
+- match: "Look up member mem_ghost"
+  text: "Member mem_ghost does not exist."
+- match: "List the programs for the audit"
+  error: {{code: provider_overloaded, message: Overloaded}}
+- match: "Member mem_ghost does not exist"
+  text: "{PARTIAL}"
 # (7) a slow answer, to drop the connection in the middle of
 - match: "the long answer please"
   text: '{{"strategy": "simple", "reasoning": "Just talk."}}'
@@ -240,6 +255,24 @@ async def test_complex_plan(page: Page, bosun: Bosun) -> None:
     await expect(page.locator(".answer")).to_have_text(MERGED)
     assert await page.locator("#transcript").inner_text() == live_text
     assert await rendered_ids(page) == live_ids
+
+
+async def test_partial_answer(page: Page, bosun: Bosun) -> None:
+    await open_chat(page, bosun)
+    await send(page, "Audit the ghost member")
+    await turn_ends(page)
+
+    s1, s2 = page.locator(".step[data-step-id=s1]"), page.locator(".step[data-step-id=s2]")
+    # s1 answered, over a failed call: not a plain "ok"; s2's provider failed.
+    await expect(s1).to_have_attribute("data-status", "degraded")
+    await expect(s1.locator(".step-head .badge")).to_have_text("ok · 1 failed")
+    await expect(s1.locator(".step-facts")).to_contain_text("1 tool call (1 failed)")
+    await expect(s2).to_have_attribute("data-status", "failed")
+    await expect(s2.locator(".step-facts")).to_contain_text("provider_overloaded")
+    await expect(page.locator(".answer")).to_have_text(PARTIAL)
+    await expect(page.locator(".note.partial")).to_have_text(
+        "Partial answer: failed s2 (The model provider is overloaded: try again shortly.)"
+    )
 
 
 async def test_approve_confirmation(page: Page, bosun: Bosun) -> None:

@@ -15,12 +15,16 @@ export const ERROR_TEXT = {
   agent_disabled: "No model is configured on this server.",
   tool_already_resolved: "This was answered already; the first answer stands.",
   tool_superseded: "The conversation has moved on: send a new message to do this now.",
+  tool_expired: "This waited too long for an answer: send a new message to do it now.",
   invalid_pick: "That is not one of the choices.",
   not_undoable: "This can no longer be undone.",
   no_inverse: "This action cannot be undone.",
   already_undone: "This was undone already.",
   replay_integrity_violation: "A tool result went missing; the conversation was repaired.",
   cancelled: "The turn was cancelled.",
+  step_timed_out: "It ran out of time.",
+  step_overran: "It kept going past its budget.",
+  step_skipped: "It depended on a step that failed.",
   provider_invalid_request: "The model provider rejected the request.",
   provider_unauthorized: "The model provider refused the server's API key.",
   provider_rate_limited: "The model provider is rate limiting: try again shortly.",
@@ -38,6 +42,8 @@ const DONE_TEXT = {
   suspended: "Waiting for your answer",
   failed: "Failed",
   cancelled: "Cancelled",
+  expired: "Expired: the question went unanswered",
+  superseded: "Superseded by a newer message",
 };
 const DECISION_TEXT = { approved: "Approved", rejected: "Rejected" };
 
@@ -79,6 +85,17 @@ export function errorCard({ code, message, trace_id: traceId }, eventId) {
       traceId ? h("code.trace", { textContent: traceId }) : "",
     ),
   );
+}
+
+/** What a partial answer lacks: the steps that failed, and why. */
+function partialNote(failedSteps, eventId) {
+  const why = failedSteps.map(
+    (step) => `${step.step_id} (${ERROR_TEXT[step.code] ?? step.message ?? step.code})`,
+  );
+  return h("p.note.partial", {
+    textContent: `Partial answer: ${why.length ? `failed ${why.join("; ")}` : "some steps failed"}`,
+    dataset: { eventId },
+  });
 }
 
 function json(value, indent = 2) {
@@ -281,8 +298,14 @@ export class Transcript {
   #stepCompleted(data, id) {
     const node = this.#turn().step(data.step_id);
     if (!node) return;
-    badge(node, data.ok ? "ok" : "failed");
-    const facts = [`${data.tool_calls} tool call${data.tool_calls === 1 ? "" : "s"}`];
+    // A step that did its work over failed tool calls is not shown as a plain "ok".
+    const failedCalls = data.failed_tool_calls ?? 0;
+    if (!data.ok) badge(node, "failed");
+    else if (failedCalls) badge(node, "degraded", `ok · ${failedCalls} failed`);
+    else badge(node, "ok");
+    const calls = `${data.tool_calls} tool call${data.tool_calls === 1 ? "" : "s"}`;
+    const facts = [failedCalls ? `${calls} (${failedCalls} failed)` : calls];
+    if (!data.ok && data.error?.code) facts.push(data.error.code);
     if (data.duration_ms != null) facts.push(`${(data.duration_ms / 1000).toFixed(1)} s`);
     // The summary is often the text the step streamed: say it once.
     const summary = data.summary?.trim();
@@ -514,6 +537,7 @@ export class Transcript {
   #done(data, id) {
     const turn = this.#turn();
     turn.answer.classList.remove("streaming");
+    if (data.partial) turn.notes.append(partialNote(data.failed_steps ?? [], id));
     turn.meta.querySelector(".turn-status")?.remove();
     turn.meta.prepend(
       h("span.turn-status", {

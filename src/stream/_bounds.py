@@ -1,0 +1,150 @@
+"""Bounded input: what every request is checked against before any work is done.
+
+Litestar validates each route's typed parameters and pydantic validates the bodies; this
+module holds what neither can state per route: the ids in paths, which mean the same on
+every route, and the shape of a JSON body before it is decoded (``msgspec`` recurses once
+per nesting level, so a body of a few thousand brackets would exhaust the stack). Every
+refusal is a 400 ``invalid_request`` whose message says what to change. The OpenAPI
+states the same bounds (``_openapi``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from itertools import accumulate
+from typing import Annotated, Any
+
+from litestar import Request
+from litestar.params import ParameterKwarg, QueryParameter
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
+
+from stream._errors import ApiError
+
+MAX_SEQ = 2**63 - 1
+"""The largest sequence number, offset or count a request may name: a signed 64-bit
+integer, the databases' ``BIGINT``."""
+FIRST_INSTANT = datetime.min.replace(tzinfo=UTC)
+LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
+"""The first and last instants a query may name: years 1 to 9999 in UTC."""
+MAX_JSON_DEPTH = 32
+"""How deep a JSON body may nest arrays and objects (the body itself is level 1)."""
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+TOOL_USE_ID_PATTERN = r"^[!-~]{1,64}$"
+"""Provider tool use ids: printable ASCII without spaces, at most the column's 64."""
+PATH_IDS: dict[str, tuple[str, str]] = {
+    "session_id": (UUID_PATTERN, "a session id (a UUID)"),
+    "tool_use_id": (TOOL_USE_ID_PATTERN, "a tool use id (1-64 printable ASCII characters)"),
+}
+"""Path parameters by name: the pattern they must match on every route, and what they are."""
+
+BLANKS = "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join(
+    map(chr, range(0x2000, 0x200B))
+)
+"""Whitespace in a message: JavaScript's ``\\s``, so that ``MESSAGE_PATTERN`` means the
+same to this server and to JSON Schema validators (Python's ``\\s`` is wider)."""
+_BLANK_CLASS = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+MESSAGE_PATTERN = rf"^[{_BLANK_CLASS}]*[^\x00{_BLANK_CLASS}][^\x00]*$"
+"""Some text besides whitespace, and no NUL (no database keeps one in text)."""
+
+_PATH_ID_RES = {name: re.compile(pattern) for name, (pattern, _) in PATH_IDS.items()}
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def _message_text(text: str) -> str:
+    if "\x00" in text:
+        raise PydanticCustomError("nul_character", "contains a NUL character (\\u0000); drop it")
+    if not text.strip(BLANKS):
+        raise PydanticCustomError("blank_message", "is only whitespace; send some text")
+    return text
+
+
+MessageText = Annotated[
+    str,
+    Field(min_length=1, json_schema_extra={"pattern": MESSAGE_PATTERN}),
+    AfterValidator(_message_text),
+]
+"""A user's message: some text besides whitespace, without NUL. Its length limit is a
+setting (``max_message_chars``), checked by the routes that take one."""
+
+
+def check_message_length(text: str, limit: int) -> None:
+    """Refuse a message longer than the ``max_message_chars`` setting."""
+    if len(text) > limit:
+        message = f"message is {len(text)} characters; the limit is {limit}: shorten it"
+        raise ApiError(400, "invalid_request", message)
+
+
+def utc_instant(text: str, *, name: str) -> datetime:
+    """The RFC 3339 date-time ``text`` in UTC (a 400 when it is not one, or has no UTC
+    offset). An instant past the years Python counts once in UTC, as
+    ``9999-12-31T23:59:59-01:00`` is, becomes the first or last one it can count."""
+    example = "as in 2026-01-31T09:00:00Z"
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        message = f"{name} must be a date-time, {example}, not {text!r:.80}"
+        raise ApiError(400, "invalid_request", message) from None
+    if value.utcoffset() is None:
+        message = f"{name} needs a UTC offset, {example}, not {text!r:.80}"
+        raise ApiError(400, "invalid_request", message)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        return LAST_INSTANT if value.year == LAST_INSTANT.year else FIRST_INSTANT
+
+
+def int_query(*, ge: int, le: int = MAX_SEQ, description: str) -> ParameterKwarg:
+    """A query parameter bounded to ``ge``..``le``, stated as exact integers in the OpenAPI
+    (Litestar would write float bounds, and 2**63 - 1 as 2**63, and drop a 0)."""
+    return QueryParameter(
+        ge=ge, le=le, description=description, schema_extra={"minimum": ge, "maximum": le}
+    )
+
+
+def nests_deeper_than(body: bytes, limit: int) -> bool:
+    """Whether the JSON text ``body`` nests arrays and objects more than ``limit`` deep.
+
+    Brackets inside strings do not count. A body with at most ``limit`` opening brackets
+    in all is not scanned (most bodies: microseconds); scanning 64 KiB takes 1-2 ms.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def check_path_ids(path_params: dict[str, Any]) -> None:
+    """Refuse a path whose ids could never exist (and would reach the database as typed)."""
+    for name, value in path_params.items():
+        regex = _PATH_ID_RES.get(name)
+        if regex is not None and not (isinstance(value, str) and regex.fullmatch(value)):
+            what = PATH_IDS[name][1]
+            raise ApiError(400, "invalid_request", f"{name} must be {what}, not {value!r:.80}")
+
+
+def check_json_body(body: bytes) -> None:
+    """Refuse a body that is not UTF-8 or nests deeper than ``MAX_JSON_DEPTH``, before
+    it is decoded."""
+    try:
+        body.decode()
+    except UnicodeDecodeError as exc:
+        message = f"Request body is not UTF-8 (byte {exc.start}); send JSON as UTF-8"
+        raise ApiError(400, "invalid_request", message) from None
+    if nests_deeper_than(body, MAX_JSON_DEPTH):
+        message = (
+            f"Request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep; "
+            "flatten it"
+        )
+        raise ApiError(400, "invalid_request", message)
+
+
+async def check_bounds(request: Request[Any, Any, Any]) -> None:
+    """The app's ``before_request`` hook: path ids, then the raw JSON body of routes that
+    take one. Runs after auth and routing, before any parameter is decoded."""
+    check_path_ids(request.path_params)
+    if "data" in request.route_handler.parsed_fn_signature.parameters:
+        check_json_body(await request.body())

@@ -1,0 +1,154 @@
+"""Schemathesis against the served app: of the requests it generates, none gets a 5xx.
+
+``st run`` (the CLI, as one would run it by hand) loads the OpenAPI served at
+``/schema/openapi.json``, sends an owner's bearer token and generates requests for every
+route but the live stream tail (``GET /v1/sessions/{id}/stream`` follows a session until
+the client leaves): the coverage phase's boundary values and the fuzzing phase's random
+ones, valid and invalid, the same ones on every run. Half the session ids it sends name
+a real session, so the session routes get past their 404s, and a dictionary mixes in
+values that once broke the server (NUL characters, integers past 64 bits, date-times
+without an offset or past year 9999). The run must fail none of the checks below: no
+server error, no undocumented status, content type or body, no invalid request
+accepted and no valid one refused (so the OpenAPI states what the server checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from cryptography.fernet import Fernet
+
+from conftest import ServerFactory
+from providers import ScriptedModel
+from stream import TurnModels
+
+TAIL = "/v1/sessions/{session_id}/stream"
+CHECKS = [
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_headers_conformance",
+    "response_schema_conformance",
+    "negative_data_rejection",
+    "positive_data_acceptance",
+    "missing_required_header",
+    "unsupported_method",
+    "ignored_auth",
+]
+# TOML for `st --config-file`. 413: a body past max_body_bytes, which no JSON Schema can
+# state; 409 and 422: answers that depend on state (idempotency_conflict, invalid_pick).
+CONFIG = """
+[checks.negative_data_rejection]
+expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
+
+[checks.positive_data_acceptance]
+expected-statuses = ["2XX", 401, 403, 404, 409, 413, 422, 429]
+
+[dictionaries.sessions]  # positive cases take the valid entry, negative ones the others
+values = ["{session_id}", "\\u0000", "{session_id}\\u0000"]
+
+[dictionaries.strings]
+values = [
+  "\\u0000", "a\\u0000b", "   ", "\\u00a0\\u3000", "\\U0001F600",
+  "2020-01-01T00:00:00", "9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59",
+]
+
+[dictionaries.integers]
+values = [-1, 0, 9223372036854775807, 9223372036854775808, 1180591620717411303424]
+
+[parameters]
+"path.session_id" = {{ dictionary = "sessions", probability = 0.5 }}
+"path.tool_use_id" = {{ dictionary = "strings", probability = 0.3 }}
+"query.after" = {{ dictionary = "integers", probability = 0.3 }}
+"query.limit" = {{ dictionary = "integers", probability = 0.3 }}
+"query.before" = {{ dictionary = "strings", probability = 0.3 }}
+"body.message" = {{ dictionary = "strings", probability = 0.3 }}
+"body.id" = {{ dictionary = "strings", probability = 0.3 }}
+"body.api_key" = {{ dictionary = "strings", probability = 0.3 }}
+
+[generation.dictionaries]
+string = {{ dictionary = "strings", probability = 0.2 }}
+integer = {{ dictionary = "integers", probability = 0.3 }}
+"""
+EXAMPLES_PER_OPERATION = 10  # for fuzzing; the coverage phase adds its boundary cases
+MIN_CASES = 300
+TIMEOUT_S = 240
+
+
+def _models() -> TurnModels:
+    """A planner that makes simple plans and an answerer, scripted, for any number of turns."""
+    plan = '{"strategy": "simple", "reasoning": "Scripted: no tools needed."}'
+    answer = ScriptedModel(["Ahoy from the script."], repeat=True)
+    return TurnModels(
+        planner=ScriptedModel([plan], repeat=True),
+        executor=answer,
+        selectable={"scripted:alt": answer},
+    )
+
+
+async def _schemathesis(url: str, token: str, workdir: Path) -> tuple[int, str, dict[str, Any]]:
+    """Run ``st run`` against ``url``; its exit code, its output and its JSON report."""
+    report = workdir / "report.json"
+    command = [
+        *(sys.executable, "-m", "schemathesis.cli"),
+        *("--config-file", str(workdir / "schemathesis.toml"), "--no-color"),
+        "run",
+        f"{url}/schema/openapi.json",
+        *("--header", f"Authorization: Bearer {token}"),
+        *("--exclude-path", TAIL),
+        *("--checks", ",".join(CHECKS)),
+        *("--phases", "examples,coverage,fuzzing"),
+        *("--max-examples", str(EXAMPLES_PER_OPERATION), "--generation-deterministic"),
+        *("--workers", "1", "--request-timeout", "30"),
+        *("--report", "json", "--report-json-path", str(report)),
+    ]
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        cwd=workdir,  # whatever it caches stays in the test's directory
+        env={**os.environ, "NO_PROXY": "*", "no_proxy": "*"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=TIMEOUT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    text = output.decode(errors="replace")
+    assert report.exists(), text[-5000:]
+    return process.returncode or 0, text, json.loads(report.read_text())
+
+
+async def test_schemathesis_finds_no_server_error(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    async with make_server(_models(), secrets_key=Fernet.generate_key().decode()) as server:
+        owner = server.auth(role="owner")
+        first = await server.client.post("/v1/chat", json={"message": "Hello"}, headers=owner)
+        assert first.status_code == 200, first.text
+        config = CONFIG.format(session_id=first.json()["session_id"])
+        (tmp_path / "schemathesis.toml").write_text(config, encoding="utf-8")
+        schema = (await server.client.get("/schema/openapi.json")).json()
+        code, output, report = await _schemathesis(server.url, server.token(role="owner"), tmp_path)
+
+    tail = output[-20_000:]  # the summary, and the failures before it
+    assert (code, report["failures"], report["errors"]) == (0, [], []), tail
+    operations = sum(
+        method in ("get", "put", "post", "delete")
+        for item in schema["paths"].values()
+        for method in item
+    )
+    assert report["operations"]["tested"] == operations - 1, tail  # all but the tail
+    assert report["test_cases"]["generated"] >= MIN_CASES, tail
+    assert {phase: report["phases"][phase]["status"] for phase in ("coverage", "fuzzing")} == {
+        "coverage": "success",
+        "fuzzing": "success",
+    }, tail
+    # The warning schemathesis gave when validation was stricter than the OpenAPI.
+    assert report["warnings"]["validation_mismatch"] == [], tail
