@@ -69,6 +69,7 @@ from bosun.log import configure_logging
 from bosun.migrate import upgrade
 from bosun.settings import ExecutorSettings, LimitSettings, PlannerSettings, Settings
 from context import TokenCounter
+from events import Event, ToolCompleted
 from executors import (
     ExecutorKit,
     ExecutorLimits,
@@ -80,13 +81,13 @@ from executors import (
 from planner import Plan, PlannedStep
 from providers import FunctionModel, ModelRequest, Reply, ToolCall, ToolResult
 from store import Store
-from store.events import Event, ToolCompleted
-from stream import TokenConfig, TurnModels, mint_token
-from tools import Role, ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRunner
+from stream import TokenConfig, mint_token
+from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRunner, UserRole
 from tools.demo import demo_registry, seed_demo
+from turn import TurnModels
 
 ORG = "bench"
-ROLE: Role = "owner"
+ROLE: UserRole = "owner"
 MODEL = "function:bench"  # a test double's spec: unpriced, counted with o200k_base
 TURN_TIMEOUT_S = 60.0
 PARALLEL_STEPS = 4
@@ -341,7 +342,7 @@ class MemoryRunner:
         self._gates = gates
         self._canned = canned
 
-    def check(self, call: ToolCallRequest, role: Role) -> ToolDef | ToolOutcome:
+    def check(self, call: ToolCallRequest, role: UserRole) -> ToolDef | ToolOutcome:
         return self._gates.check(call, role)
 
     async def run(

@@ -22,7 +22,8 @@ from bosun.app import build_app
 from bosun.migrate import upgrade
 from bosun.settings import Settings
 from store import Store
-from stream import TokenConfig, TurnModels, mint_token
+from stream import TokenConfig, mint_token
+from turn import TurnModels
 
 PG_ADMIN_URL = os.environ.get(
     "BOSUN_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/postgres"

@@ -9,23 +9,16 @@ from pydantic import SecretStr
 
 from bosun import __version__
 from bosun.demo import demo_sources
-from bosun.settings import ROLE_NAMES, Role, Settings
+from bosun.settings import ROLE_NAMES, ModelRole, Settings
 from context import Budgets, SourceRegistry
 from executors import ExecutorLimits, StepShare
 from planner import PlanLimits
 from providers import Model, ProviderConfig, model_from_spec
 from store import Store
-from stream import (
-    UNMETERED,
-    CapPolicy,
-    StreamConfig,
-    TokenConfig,
-    TurnKit,
-    TurnModels,
-    create_app,
-)
+from stream import StreamConfig, TokenConfig, create_app
 from tools import Capabilities
 from tools.demo import demo_registry, seed_demo
+from turn import UNMETERED, CapPolicy, TurnKit, TurnModels
 
 
 def provider_config(settings: Settings) -> ProviderConfig:
@@ -60,7 +53,7 @@ def build_models(settings: Settings) -> TurnModels:
         if spec is not None and spec not in built:
             built[spec] = model_from_spec(spec, config)
 
-    def model(role: Role) -> Model | None:
+    def model(role: ModelRole) -> Model | None:
         spec = specs[role]
         return built[spec] if spec else None
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from bosun import __version__, plan_cli, prune_cli
+from bosun import __version__, chat_cli, plan_cli, prune_cli
 from bosun.budget_report import add_budget_parser, run_budget
 from bosun.log import configure_logging
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     tier.add_argument("--tier", help="one of the configured tiers (caps.tiers); omit to show")
     tier.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
 
+    chat_cli.add_parser(commands)
     plan_cli.add_parser(commands)
     add_budget_parser(commands)
     prune_cli.add_parser(commands)
@@ -175,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args, settings)
     if args.command == "plan":
         return plan_cli.run(args, settings)
+    if args.command == "chat":
+        return chat_cli.run(args, settings)
     if args.command == "migrate":
         asyncio.run(_migrate(settings.database_url, args.revision))
         print(f"migrated {settings.database_url.split('@')[-1]} to {args.revision}")

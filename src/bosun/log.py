@@ -4,7 +4,7 @@ The scrubbing processor runs last before rendering, so whatever a module binds, 
 text, prompts, tool inputs/outputs, tokens and keys never leave the process. Context
 variables (a turn binds its ``trace_id``, ``org_id``, ``session_id`` and ``turn_id``) are
 merged into every event. ``tool.executed`` events also feed the ``/metrics`` tool counters
-(``stream._observe.count_tool_executions``), ahead of the level filter so that a quieter
+(``turn._observe.count_tool_executions``), ahead of the level filter so that a quieter
 log level does not stop them.
 """
 
@@ -19,7 +19,7 @@ from typing import Any, Literal
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from stream._observe import count_tool_executions
+from turn._observe import count_tool_executions
 
 SCRUBBED = "[scrubbed]"
 PRIVATE_KEYS = frozenset(

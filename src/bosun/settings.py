@@ -22,8 +22,8 @@ from context import Budgets
 
 DEV_JWT_SECRET = "bosun-dev-secret-do-not-use-in-production"  # noqa: S105 (a known, refused value)
 MIN_SECRET_BYTES = 32
-Role = Literal["planner", "executor", "merger", "summariser"]
-ROLE_NAMES: tuple[Role, ...] = ("planner", "executor", "merger", "summariser")
+ModelRole = Literal["planner", "executor", "merger", "summariser"]
+ROLE_NAMES: tuple[ModelRole, ...] = ("planner", "executor", "merger", "summariser")
 
 
 class ModelSettings(BaseModel):
@@ -39,7 +39,7 @@ class ModelSettings(BaseModel):
         description="Extra specs a request may choose with its `model` field.",
     )
 
-    def for_role(self, role: Role) -> str | None:
+    def for_role(self, role: ModelRole) -> str | None:
         spec: str | None = getattr(self, role)
         return spec or self.default
 

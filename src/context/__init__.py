@@ -16,7 +16,7 @@ from context._budget import (
     SUMMARISER_BUDGET,
     BudgetConfigError,
     Budgets,
-    Role,
+    ModelRole,
     RoleBudget,
     SectionBudget,
 )
@@ -110,8 +110,8 @@ __all__ = [
     "Item",
     "ItemForm",
     "LoadedSources",
+    "ModelRole",
     "PromptParts",
-    "Role",
     "RoleBudget",
     "SectionBudget",
     "SectionFill",

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
-Role = Literal["planner", "executor", "merger", "summariser"]
-ROLES: tuple[Role, ...] = get_args(Role)
+ModelRole = Literal["planner", "executor", "merger", "summariser"]
+ROLES: tuple[ModelRole, ...] = get_args(ModelRole)
 BUFFER = "buffer"  # headroom for estimation error: allocated, never filled
 
 
@@ -37,7 +37,7 @@ class SectionBudget:
 class RoleBudget:
     """The sections of one role's prompt, in prompt order."""
 
-    role: Role
+    role: ModelRole
     sections: tuple[SectionBudget, ...]
 
     @property
@@ -77,7 +77,7 @@ class RoleBudget:
         )
 
 
-def _role(role: Role, **sections: int) -> RoleBudget:
+def _role(role: ModelRole, **sections: int) -> RoleBudget:
     return RoleBudget(role, tuple(SectionBudget(name, tokens) for name, tokens in sections.items()))
 
 
@@ -113,7 +113,7 @@ class Budgets:
             budgets = replace(budgets, **{role: budgets.for_role(role).with_tokens(sections)})
         return budgets
 
-    def for_role(self, role: Role) -> RoleBudget:
+    def for_role(self, role: ModelRole) -> RoleBudget:
         budget: RoleBudget = getattr(self, role)
         return budget
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import assert_never
 
 from context import fit_text
+from events import ToolCompleted, ToolStarted
+from events import ToolError as ToolErrorEvent
 from executors._results import PendingCall, picker_fields
 from executors._state import (
     CallModel,
@@ -26,8 +28,6 @@ from executors._state import (
     now,
 )
 from providers import Message, ToolCall, ToolResult
-from store.events import ToolCompleted, ToolStarted
-from store.events import ToolError as ToolErrorEvent
 from tools import Needs, ToolCallRequest, ToolDef, ToolFailure, ToolOutcome
 
 Verdict = ToolDef | ToolOutcome | None  # None: not one of the step's tools

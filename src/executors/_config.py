@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from context import EXECUTOR_BUDGET, RoleBudget, TokenCounter
+from events import Event
 from providers import Model
-from store.events import Event
-from tools import Role, ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry
+from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry, UserRole
 
 Emit = Callable[[Event], None]
 """Receives every event in order; the turn appends them to the session log."""
@@ -82,7 +82,7 @@ class ToolRunnerLike(Protocol):
     the tool's declaration if the call may go ahead, else the refusal as an outcome.
     """
 
-    def check(self, call: ToolCallRequest, role: Role) -> ToolDef | ToolOutcome: ...
+    def check(self, call: ToolCallRequest, role: UserRole) -> ToolDef | ToolOutcome: ...
 
     async def run(
         self, call: ToolCallRequest, ctx: ToolContext, *, approved: bool = False
@@ -112,5 +112,5 @@ class TurnScope:
     ctx: ToolContext
 
     @property
-    def role(self) -> Role:
+    def role(self) -> UserRole:
         return self.ctx.role

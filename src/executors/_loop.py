@@ -14,6 +14,7 @@ from contextlib import aclosing
 from typing import assert_never
 
 from context import Item, executor_request
+from events import ContextBudget, StepError
 from executors._calls import close_in_flight, refuse_all, resume_tools, run_tools
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._prompt import build_prompt
@@ -43,7 +44,6 @@ from providers import (
     ToolCall,
     cost_usd_micros,
 )
-from store.events import ContextBudget, StepError
 
 
 async def run_step(

@@ -24,6 +24,7 @@ from context import (
     fit_text,
     layout_request,
 )
+from events import ContextBudget, TextDelta
 from executors._config import Emit
 from executors._results import StepResult
 from planner import Plan
@@ -37,7 +38,6 @@ from providers import (
     ToolCall,
     cost_usd_micros,
 )
-from store.events import ContextBudget, TextDelta
 
 MERGE_PROMPT = """\
 You write the answer to the user's latest message. Helpers have worked on it in steps; \

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from events import ReplayViolation
 from executors._state import StepEnv, StepState
 from providers import Message, Part, ToolCall, ToolResult
-from store.events import ReplayViolation
 
 REPLAY_VIOLATION = "replay_integrity_violation"
 """The error code of a synthetic result (one of the stable codes in docs/api.md)."""

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from context import BudgetReport
+from events import Candidate, ConfirmationPending, DisambiguationPending, StepError
 from providers import Message, TokenUsage, ToolResult
-from store.events import Candidate, ConfirmationPending, DisambiguationPending, StepError
 from tools import Needs
 
 StepEnd = Literal["answered", "wrapped_up", "overran", "timed_out", "model_failed", "skipped"]

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from context import Item
+from events import StepCompleted, StepError, StepStarted
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._loop import resume_step, run_step
 from executors._prompt import dependency_item
 from executors._results import StepOutcome, StepResult, Suspended
 from planner import Plan, PlannedStep
-from store.events import StepCompleted, StepError, StepStarted
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any, assert_never
 
+from events import Candidate, StepError, TurnSuspended
 from executors._results import PendingCall, StepResult, Suspended
 from executors._schedule import PlanSuspended
 from planner import Plan
 from providers import Message, Part, TextPart, TokenUsage, ToolCall, ToolResult
-from store.events import Candidate, StepError, TurnSuspended
 
 
 def suspension_event(plan: Plan, outcome: PlanSuspended) -> TurnSuspended:

@@ -7,11 +7,11 @@ import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 
+from events import StepError, TextDelta
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._prompt import StepPrompt, wrap_up_note
 from executors._results import PendingCall, StepEnd
 from providers import Message, TokenUsage, ToolCall, ToolResult
-from store.events import StepError, TextDelta
 
 WRAP_UP_SHARE = 0.2
 """Ask for a wrap-up once less than this share of the wall time is left."""

@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
 from store._db import Database
 from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
-from store.events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
 
 NOTIFY_CHANNEL = "bosun_events"
 

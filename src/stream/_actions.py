@@ -8,7 +8,7 @@ from litestar import post
 from litestar.params import FromPath
 from pydantic import BaseModel, Field
 
-from store.events import ToolCompleted, ToolError, ToolStarted
+from events import ToolCompleted, ToolError, ToolStarted
 from stream._api import AuthedRequest, ServicesDep
 from stream._errors import ApiError, ErrorCode
 from stream._routes import session_for

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import UUID_PATTERN, MessageText
-from stream._models import ModelResolver
-from stream._phases import TurnKit
-from stream._runner import TurnRunner
+from turn._models import ModelResolver
+from turn._phases import TurnKit
+from turn._runner import TurnRunner
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,12 +18,12 @@ from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._bounds import check_bounds
 from stream._errors import EXCEPTION_HANDLERS
-from stream._keeper import Keeper
-from stream._models import ModelResolver
 from stream._openapi import BodySchemaPlugin, document
-from stream._phases import TurnKit
-from stream._runner import TurnRunner
-from stream._turn import TurnModels
+from turn._keeper import Keeper
+from turn._models import ModelResolver
+from turn._phases import TurnKit
+from turn._runner import TurnRunner
+from turn._turn import TurnModels
 
 ROUTES = [
     _routes.chat_stream,

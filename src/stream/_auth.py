@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import jwt
 from litestar.connection import ASGIConnection
@@ -15,9 +15,9 @@ from litestar.middleware.authentication import (
 from litestar.types import ASGIApp
 
 from stream._errors import ApiError
+from tools import UserRole
 
-Role = Literal["owner", "staff", "member"]
-ROLES: tuple[str, ...] = get_args(Role)
+ROLES: tuple[str, ...] = get_args(UserRole)
 # /metrics: 404 unless enabled; / and /web/: the web chat page and its assets
 PUBLIC_PATHS = ["^/healthz$", "^/metrics$", "^/schema", "^/$", "^/web/"]
 
@@ -28,7 +28,7 @@ class Principal:
 
     user_id: str
     org_id: str
-    role: Role
+    role: UserRole
 
     @property
     def sees_whole_org(self) -> bool:
@@ -41,7 +41,7 @@ class TokenConfig:
     algorithm: str = "HS256"
 
 
-def mint_token(config: TokenConfig, *, user: str, org: str, role: Role, ttl_s: int) -> str:
+def mint_token(config: TokenConfig, *, user: str, org: str, role: UserRole, ttl_s: int) -> str:
     """A signed token for ``user`` in ``org``, valid for ``ttl_s`` seconds."""
     if role not in ROLES:
         raise ValueError(f"Unknown role {role!r}; use one of {', '.join(ROLES)}")

@@ -11,7 +11,7 @@ from litestar import Response, get
 
 from stream._api import ServicesDep
 from stream._errors import ApiError
-from stream._observe import METRICS
+from turn._observe import METRICS
 
 CONTENT_TYPE = "text/plain; version=0.0.4"  # Litestar adds "; charset=utf-8"
 

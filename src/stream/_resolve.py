@@ -17,10 +17,10 @@ from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from events import Done, Event, ToolResolved, UserMessage
 from executors import PendingCall, PlanSuspended, restore
 from planner import Plan
 from store import Store, TurnRecord
-from store.events import Done, Event, ToolResolved, UserMessage
 from stream._api import AuthedRequest, Services, ServicesDep
 from stream._errors import ApiError
 from stream._routes import session_for, sse_stream

@@ -35,9 +35,9 @@ from stream._auth import Principal
 from stream._bounds import MAX_SEQ, check_message_length, int_query, utc_instant
 from stream._errors import ApiError, trace_id_of
 from stream._limits import enforce_rate_limits
-from stream._models import ModelNotAllowedError, TurnRoleModels
-from stream._runner import TurnHandle
 from stream._sse import SSE_HEADERS, tail
+from turn._models import ModelNotAllowedError, TurnRoleModels
+from turn._runner import SESSION_TITLE_CHARS, TurnHandle
 
 IdempotencyKey = Annotated[
     str | None,
@@ -49,7 +49,6 @@ IdempotencyKey = Annotated[
         schema_extra={"pattern": r"^[ -~]{1,200}$"},
     ),
 ]
-TITLE_CHARS = 80
 MAX_KEY_CHARS = 200
 FOLLOW_POLL_S = 0.25
 
@@ -123,7 +122,7 @@ async def _open_turn(
             org_id=principal.org_id,
             user_id=principal.user_id,
             session_id=session_id,
-            title=body.message[:TITLE_CHARS],
+            title=body.message[:SESSION_TITLE_CHARS],
         )
     return await services.runner.start(
         session_id=session_id,

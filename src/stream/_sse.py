@@ -11,8 +11,8 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
+from events import INTERNAL_EVENTS
 from store import Store, StoredEvent
-from store.events import INTERNAL_EVENTS
 
 KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -11,10 +11,10 @@ from tools._registry import (
     Confirm,
     Inverse,
     Kind,
-    Role,
     ToolDef,
     ToolRegistry,
     UnknownToolError,
+    UserRole,
 )
 from tools._runner import (
     MAX_RESULT_CHARS,
@@ -36,7 +36,6 @@ __all__ = [
     "Inverse",
     "Kind",
     "Needs",
-    "Role",
     "ToolCallRequest",
     "ToolContext",
     "ToolDef",
@@ -46,6 +45,7 @@ __all__ = [
     "ToolRegistry",
     "ToolRunner",
     "UnknownToolError",
+    "UserRole",
     "record_audit",
     "rejection",
 ]

@@ -22,10 +22,10 @@ from tools._schema import model_schema, signature
 Category = Literal["read", "write", "destructive"]
 Confirm = Literal["never", "destructive", "always"]
 Kind = Literal["normal", "user_picker"]
-Role = Literal["owner", "staff", "member"]
+UserRole = Literal["owner", "staff", "member"]
 Detail = Literal["name", "summary", "full"]
 
-ALL_ROLES: frozenset[Role] = frozenset(get_args(Role))
+ALL_ROLES: frozenset[UserRole] = frozenset(get_args(UserRole))
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
@@ -59,7 +59,7 @@ class ToolDef:
     confirm: Confirm = "destructive"
     kind: Kind = "normal"
     inverse: Inverse | None = None
-    roles: frozenset[Role] = ALL_ROLES
+    roles: frozenset[UserRole] = ALL_ROLES
     audit: str | None = None
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
 
@@ -206,7 +206,7 @@ class ToolRegistry:
         confirm: Confirm = "destructive",
         kind: Kind = "normal",
         inverse: Inverse | None = None,
-        roles: frozenset[Role] = ALL_ROLES,
+        roles: frozenset[UserRole] = ALL_ROLES,
         audit: str | None = None,
     ) -> Callable[[Handler], Handler]:
         """Declare the decorated function as a tool's handler: its first parameter's
@@ -261,7 +261,7 @@ class ToolRegistry:
     def read_tools(self) -> list[ToolDef]:
         return self.by_category("read")
 
-    def for_role(self, role: Role) -> ToolRegistry:
+    def for_role(self, role: UserRole) -> ToolRegistry:
         """A registry of the tools ``role`` may use (what the planner may offer that user)."""
         return ToolRegistry(tool for tool in self if role in tool.roles)
 

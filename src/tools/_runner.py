@@ -37,7 +37,7 @@ from tools._executions import (
     settled_outcome,
     undo_id_of,
 )
-from tools._registry import Role, ToolDef, ToolRegistry, UnknownToolError
+from tools._registry import ToolDef, ToolRegistry, UnknownToolError, UserRole
 from tools._runtime import ToolContext, ToolError
 
 __all__ = [
@@ -103,13 +103,15 @@ class ToolRunner:
 
     # gates
 
-    def check(self, call: ToolCallRequest, role: Role) -> ToolDef | ToolOutcome:
+    def check(self, call: ToolCallRequest, role: UserRole) -> ToolDef | ToolOutcome:
         """The policy gates and input validation, without I/O: the tool, or the refusal
         (``unknown_tool``, ``forbidden``, ``capability_blocked``, ``invalid_input``)."""
         admitted = self._admit(call, role)
         return admitted if isinstance(admitted, ToolOutcome) else admitted[0]
 
-    def _admit(self, call: ToolCallRequest, role: Role) -> tuple[ToolDef, BaseModel] | ToolOutcome:
+    def _admit(
+        self, call: ToolCallRequest, role: UserRole
+    ) -> tuple[ToolDef, BaseModel] | ToolOutcome:
         try:
             tool = self.registry.get(call.name)
         except UnknownToolError:
@@ -131,7 +133,7 @@ class ToolRunner:
             return refused(call, tool.name, "invalid_input", message, hint)
         return tool, args
 
-    def _close_names(self, name: str, role: Role) -> str:
+    def _close_names(self, name: str, role: UserRole) -> str:
         usable = [t for t in self.registry if role in t.roles and self.capabilities.permits(t.name)]
         names = {t.name: t.name for t in usable} | {t.wire_name: t.name for t in usable}
         close = difflib.get_close_matches(name, list(names), n=6)

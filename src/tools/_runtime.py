@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store import Store
 from store._demo_models import AuditLogRow
 from store._models import utcnow
-from tools._registry import Role
+from tools._registry import UserRole
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,7 +26,7 @@ class ToolContext:
     store: Store
     org_id: str
     user_id: str
-    role: Role
+    role: UserRole
     tool_use_id: str | None = None
 
 

@@ -29,8 +29,8 @@ from context import (
 )
 from helpers import stream_turn
 from providers import FunctionModel, Reply, ScriptedModel, TokenUsage
-from stream import TurnModels
 from tools.demo import seed_demo
+from turn import TurnModels
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
 PLAN = json.dumps(

@@ -30,7 +30,7 @@ from helpers import Frame, stream_turn
 from planner import PLANNER_INSTRUCTIONS, Plan
 from providers import Message, ScriptedModel
 from stream import TokenConfig, mint_token
-from stream._answer import ANSWER_PROMPT
+from turn._answer import ANSWER_PROMPT
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello.yaml"
 PROMPTS = {

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import update
 
 from bosun.prune_cli import parse_age, render
+from events import Done, SessionStarted, TextDelta, TurnStatus, UserMessage
 from store import PruneReport, Store
 from store._models import SessionRow, utcnow
-from store.events import Done, SessionStarted, TextDelta, TurnStatus, UserMessage
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
 

@@ -22,8 +22,7 @@ from context import (
     read_session_budget,
     session_budget_report,
 )
-from store import Store
-from store.events import (
+from events import (
     ContextBudget,
     ContextLoaded,
     Done,
@@ -37,6 +36,7 @@ from store.events import (
     Usage,
     UserMessage,
 )
+from store import Store
 
 COUNTER = TokenCounter()
 SECRET_USER_TEXT = "my locker code is 4471 xylophone"

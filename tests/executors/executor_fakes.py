@@ -11,11 +11,10 @@ from functools import cache
 from typing import Any
 
 from context import TokenCounter
+from events import ContextBudget, Event, StepCompleted
 from executors import ExecutorKit, ExecutorLimits, TurnScope
 from providers import FunctionModel, ModelRequest, Reply
-from store.events import ContextBudget, Event, StepCompleted
 from tools import (
-    Role,
     ToolCallRequest,
     ToolContext,
     ToolDef,
@@ -24,6 +23,7 @@ from tools import (
     ToolOutcome,
     ToolRegistry,
     ToolRunner,
+    UserRole,
 )
 from tools.demo import demo_registry
 
@@ -49,7 +49,7 @@ class FakeRunner:
         self.runs: list[tuple[str, dict[str, Any]]] = []
         self.pending: list[str] = []
 
-    def check(self, call: ToolCallRequest, role: Role) -> ToolDef | ToolOutcome:
+    def check(self, call: ToolCallRequest, role: UserRole) -> ToolDef | ToolOutcome:
         return self._gates.check(call, role)
 
     async def run(
@@ -125,7 +125,7 @@ def kit(model: FunctionModel, runner: FakeRunner | ToolRunner, **limits: Any) ->
 
 
 def scope(
-    store: Any = None, role: Role = "staff", org_id: str = "acme", session_id: str = "sess_1"
+    store: Any = None, role: UserRole = "staff", org_id: str = "acme", session_id: str = "sess_1"
 ) -> TurnScope:
     ctx = ToolContext(store=store, org_id=org_id, user_id="ada", role=role)
     return TurnScope(session_id=session_id, turn_id="turn_1", ctx=ctx)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from events import Event, ToolCompleted, ToolStarted
 from executor_fakes import FakeRunner, kit, per_goal, scope
 from executors import StepResult, run_step
 from planner import PlannedStep
 from providers import ModelRequest, Reply, ToolCall
-from store.events import Event, ToolCompleted, ToolStarted
 
 GOAL = "List the programs"
 

@@ -9,14 +9,7 @@ from itertools import pairwise
 from typing import Any
 
 from context import EXECUTOR_BUDGET, prefix_ratio
-from executor_fakes import FakeRunner, counter, goal_of, kit, normalise, per_goal, scope
-from executors import EXECUTOR_PROMPT, StepResult, dependency_item, run_plan, run_step
-from executors._loop import call_model
-from executors._prompt import build_prompt
-from executors._state import CallModel, Finish, StepEnv, StepState, WrapUp, next_turn
-from planner import Plan, PlannedStep
-from providers import Reply, TokenUsage, ToolCall
-from store.events import (
+from events import (
     ContextBudget,
     Event,
     StepCompleted,
@@ -25,6 +18,13 @@ from store.events import (
     ToolCompleted,
     ToolStarted,
 )
+from executor_fakes import FakeRunner, counter, goal_of, kit, normalise, per_goal, scope
+from executors import EXECUTOR_PROMPT, StepResult, dependency_item, run_plan, run_step
+from executors._loop import call_model
+from executors._prompt import build_prompt
+from executors._state import CallModel, Finish, StepEnv, StepState, WrapUp, next_turn
+from planner import Plan, PlannedStep
+from providers import Reply, TokenUsage, ToolCall
 from tools import ToolError
 from tools.demo import demo_registry
 

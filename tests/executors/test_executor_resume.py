@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from events import Event, ToolStarted, event_data, parse_event
 from executor_fakes import FakeRunner, kit, per_goal, scope
 from executors import PlanSuspended, Suspended, restore, resume_step, run_plan, suspension_event
 from planner import Plan, PlannedStep
 from providers import ModelRequest, Reply, ToolCall, ToolResult
-from store.events import Event, ToolStarted, event_data, parse_event
 from tools import ToolCallRequest, ToolContext, ToolOutcome
 
 GOAL = "Tidy up the tasks"

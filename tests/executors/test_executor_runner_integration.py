@@ -7,12 +7,12 @@ import json
 import re
 import uuid
 
+from events import ConfirmationPending, Event, ToolCompleted
 from executor_fakes import counter, per_goal, scope
 from executors import ExecutorKit, Suspended, pending_events, run_step
 from planner import PlannedStep
 from providers import ModelRequest, Reply, ToolCall, ToolResult
 from store import Store
-from store.events import ConfirmationPending, Event, ToolCompleted
 from tools import ToolRunner
 from tools.demo import demo_registry, seed_demo
 

@@ -3,11 +3,7 @@ of the message, and hands the turn the pending events to emit."""
 
 from __future__ import annotations
 
-from executor_fakes import FakeRunner, kit, normalise, per_goal, scope
-from executors import PendingCall, Suspended, pending_events, run_step
-from planner import PlannedStep
-from providers import Reply, ToolCall
-from store.events import (
+from events import (
     Candidate,
     ConfirmationPending,
     ContextBudget,
@@ -17,6 +13,10 @@ from store.events import (
     ToolCompleted,
     ToolStarted,
 )
+from executor_fakes import FakeRunner, kit, normalise, per_goal, scope
+from executors import PendingCall, Suspended, pending_events, run_step
+from planner import PlannedStep
+from providers import Reply, ToolCall
 
 GOAL = "Cancel tomorrow's 7am class and tell the team"
 SEARCH = ToolCall(id="t1", name="tasks_list", input={"limit": 5})

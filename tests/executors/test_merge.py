@@ -4,11 +4,11 @@ says what failed or was skipped."""
 from __future__ import annotations
 
 from context import History, HistoryEntry
+from events import ContextBudget, Event, TextDelta
 from executor_fakes import counter
 from executors import MERGE_PROMPT, StepResult, merge
 from planner import Plan, PlannedStep
 from providers import FunctionModel, Message, ModelRequest, Reply, TokenUsage
-from store.events import ContextBudget, Event, TextDelta
 
 PLAN = Plan(
     strategy="complex",

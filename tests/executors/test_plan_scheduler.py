@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+from events import Event, StepCompleted, StepError, StepStarted, TextDelta
 from executor_fakes import FakeRunner, kit, normalise, per_goal, scope
 from executors import PlanResult, PlanSuspended, run_plan
 from planner import Plan, PlannedStep
 from providers import ModelError, ModelRequest, Reply, ToolCall
-from store.events import Event, StepCompleted, StepError, StepStarted, TextDelta
 
 
 def _plan(*steps: PlannedStep, executors: int = 3) -> Plan:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from structlog.testing import capture_logs
 
 from context import EXECUTOR_BUDGET
+from events import Event, ReplayViolation, TextDelta
 from executor_fakes import FakeRunner, counter, kit, scope
 from executors import REPLAY_VIOLATION, Repair, repair_transcript
 from executors._loop import drive
@@ -16,7 +17,6 @@ from executors._prompt import build_prompt
 from executors._replay import synthetic_result
 from executors._state import Finish, StepEnv, StepState
 from providers import FunctionModel, Message, ModelRequest, Reply, TextPart, ToolCall, ToolResult
-from store.events import Event, ReplayViolation, TextDelta
 from tools.demo import demo_registry
 
 SEARCH = ToolCall(id="t1", name="members_search", input={"query": "Sam"})

@@ -13,8 +13,8 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from bosun.migrate import alembic_config
+from events import Done, SessionStarted, TextDelta, UserMessage
 from store import SessionNotFoundError, Store
-from store.events import Done, SessionStarted, TextDelta, UserMessage
 
 
 async def _session(store: Store, *, org: str = "acme", user: str = "alice") -> str:

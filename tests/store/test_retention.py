@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from events import Done, SessionStarted, TextDelta, TurnStatus, UserMessage
 from store import PruneReport, Store, UsageRecord
 from store._demo_models import AuditLogRow
 from store._models import EventRow, OrgRow, SessionRow, ToolExecutionRow, TurnRow, UsageRow, utcnow
-from store.events import Done, SessionStarted, TextDelta, TurnStatus, UserMessage
 
 TABLES = (
     ("events", EventRow),

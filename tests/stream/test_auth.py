@@ -8,7 +8,7 @@ import jwt
 
 from bosun.settings import Settings
 from conftest import JWT_SECRET, Server
-from stream import TurnModels
+from turn import TurnModels
 
 CLAIMS = {"sub": "ada", "org": "acme", "role": "member", "exp": 2**40}
 

@@ -16,8 +16,8 @@ from pydantic import TypeAdapter, ValidationError
 from conftest import Server, ServerFactory
 from helpers import stream_turn
 from providers import ScriptedModel
-from stream import TurnModels
 from stream._bounds import BLANKS, MAX_SEQ, MESSAGE_PATTERN, MessageText, nests_deeper_than
+from turn import TurnModels
 
 UNKNOWN = "00000000-0000-0000-0000-000000000000"
 MESSAGE = TypeAdapter(MessageText)

@@ -8,8 +8,8 @@ from typing import Any
 from conftest import ServerFactory
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage
-from stream import TurnModels
 from tools.demo import seed_demo
+from turn import TurnModels
 
 MODEL = "claude-haiku-4-5"  # a priced model, so costs are not 0
 PLANNER_USAGE = TokenUsage(

@@ -12,12 +12,12 @@ import structlog
 from sqlalchemy import func, select
 
 from conftest import ServerFactory
+from events import SessionStarted, UserMessage
 from providers import FunctionModel, ModelRequest, Reply, TokenUsage
 from store import Store, UsageRecord, utc_day
 from store._models import UsageRow
 from store._usage_models import DailySpendRow, DailyUsageRow
-from store.events import SessionStarted, UserMessage
-from stream import CapPolicy, Turn, TurnKit, TurnModels, run_turn
+from turn import CapPolicy, Turn, TurnKit, TurnModels, run_turn
 
 ORG = "acme"
 HAIKU = "claude-haiku-4-5"  # $1 / $5 per million input / output tokens

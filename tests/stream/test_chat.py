@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from conftest import ServerFactory
 from helpers import stream_turn, streaming_model, types
 from providers import FunctionModel, ModelError, ModelRequest, Reply, ScriptedModel, TokenUsage
-from stream import AGENT_DISABLED, TurnModels
+from turn import AGENT_DISABLED, TurnModels
 
 
 async def test_happy_path_streams_and_logs_the_same_events(make_server: ServerFactory) -> None:

@@ -22,12 +22,7 @@ from structlog.testing import capture_logs
 from bosun.app import build_models
 from bosun.settings import Settings
 from conftest import JWT_SECRET, Server, ServerFactory
-from helpers import Frame, stream_post, stream_turn, types
-from providers import ScriptedModel
-from providers._anthropic import AnthropicModel
-from providers.fake import FakeProvider, FakeServer, anthropic_error, json_exchange
-from store import Store, StoredEvent
-from store.events import (
+from events import (
     Event,
     PlanCreated,
     PlanStep,
@@ -37,10 +32,15 @@ from store.events import (
     StepStarted,
     UserMessage,
 )
-from stream import TurnKit, TurnModels, TurnRunner
-from stream._keeper import Keeper
-from stream._models import ModelResolver
+from helpers import Frame, stream_post, stream_turn, types
+from providers import ScriptedModel
+from providers._anthropic import AnthropicModel
+from providers.fake import FakeProvider, FakeServer, anthropic_error, json_exchange
+from store import Store, StoredEvent
 from tools.demo import demo_registry, seed_demo, seed_id
+from turn import TurnKit, TurnModels, TurnRunner
+from turn._keeper import Keeper
+from turn._models import ModelResolver
 
 ORG = "acme"
 PLANNER = "You are the planner"

@@ -10,7 +10,7 @@ import pytest
 from conftest import JWT_SECRET, ServerFactory
 from helpers import stream_turn
 from providers import ScriptedModel
-from stream import TurnModels
+from turn import TurnModels
 
 
 def _assert_error(response: object, status: int, code: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from helpers import stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage
 from store import IdempotencyClaim
 from store._models import IdempotencyKeyRow
-from stream import TurnModels
+from turn import TurnModels
 
 
 def slow_model(deltas: int, delay_s: float) -> FunctionModel:

@@ -24,9 +24,9 @@ from bosun.settings import Settings
 from conftest import JWT_SECRET, Server, ServerFactory
 from helpers import Frame, stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage, ToolCall
-from stream import TurnModels
-from stream._observe import METRICS, Metrics, reset
 from tools.demo import seed_demo
+from turn import TurnModels
+from turn._observe import METRICS, Metrics, reset
 
 PRICED = "claude-haiku-4-5"  # in the price table, so turns cost something
 IDS = ("trace_id", "org_id", "session_id")

@@ -7,7 +7,7 @@ from cryptography.fernet import Fernet
 from conftest import ServerFactory
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest
-from stream import TurnModels
+from turn import TurnModels
 
 SECRET_KEY = Fernet.generate_key().decode()
 

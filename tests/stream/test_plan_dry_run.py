@@ -9,8 +9,8 @@ from sqlalchemy import text
 from conftest import ServerFactory
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage
-from stream import TurnModels
 from tools.demo import seed_demo
+from turn import TurnModels
 
 COMPLEX = {
     "strategy": "complex",

@@ -8,8 +8,8 @@ from typing import Any
 from conftest import ServerFactory
 from helpers import stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage
-from stream import TurnModels
 from tools.demo import demo_registry, seed_demo
+from turn import TurnModels
 
 
 def plan(**fields: Any) -> Reply:

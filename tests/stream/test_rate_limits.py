@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 from conftest import Server, ServerFactory
 from providers import FunctionModel, Reply, ScriptedModel, TokenUsage
 from store._models import RateWindowRow, UsageRow
-from stream import TurnModels
+from turn import TurnModels
 
 
 async def _fresh_minute(needed_s: float = 15.0) -> None:

@@ -11,7 +11,7 @@ from httpx_sse import aconnect_sse
 from conftest import Server, ServerFactory
 from helpers import Frame
 from providers import FunctionModel, ModelRequest
-from stream import TurnModels
+from turn import TurnModels
 
 
 def slow_model(deltas: int, delay_s: float) -> FunctionModel:

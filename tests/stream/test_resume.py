@@ -16,8 +16,8 @@ from conftest import Server, ServerFactory
 from helpers import Frame, stream_post, stream_turn, types
 from providers import ScriptedModel, ToolResult
 from store._demo_models import ProgramRow, WorkoutRow
-from stream import TurnModels
 from tools.demo import seed_demo, seed_id
+from turn import TurnModels
 
 ORG = "acme"
 ENGINE = seed_id(ORG, "wo", 4)  # "Engine builder"

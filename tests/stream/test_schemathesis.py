@@ -25,7 +25,7 @@ from cryptography.fernet import Fernet
 
 from conftest import ServerFactory
 from providers import ScriptedModel
-from stream import TurnModels
+from turn import TurnModels
 
 TAIL = "/v1/sessions/{session_id}/stream"
 CHECKS = [

@@ -8,8 +8,8 @@ from typing import Any
 from conftest import ServerFactory
 from helpers import stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage, ToolCall
-from stream import TurnModels
 from tools.demo import seed_demo
+from turn import TurnModels
 
 
 def plan(**fields: Any) -> str:

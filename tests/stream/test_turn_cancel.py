@@ -9,7 +9,7 @@ import uuid
 from providers import AnthropicModel, ProviderConfig
 from providers.fake import FakeProvider, FakeServer, anthropic_reply
 from store import Store
-from stream import TurnRoleModels, TurnRunner
+from turn import TurnRoleModels, TurnRunner
 
 
 async def test_cancelling_a_turn_closes_the_provider_stream(store: Store) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from conftest import ServerFactory
 from helpers import stream_turn, types
 from providers import FunctionModel, ModelError, ModelRequest, Reply, TokenUsage
-from stream import TurnModels
+from turn import TurnModels
 
 LONG = "Tell me everything about kettlebell programming for beginners. " * 30
 

@@ -21,10 +21,10 @@ from helpers import Frame, stream_post, stream_turn, types
 from providers import ScriptedModel
 from store import Store
 from store._demo_models import WorkoutRow
-from stream import TurnKit, TurnModels, TurnRunner
-from stream._keeper import Keeper
-from stream._models import ModelResolver
 from tools.demo import demo_registry, seed_demo, seed_id
+from turn import TurnKit, TurnModels, TurnRunner
+from turn._keeper import Keeper
+from turn._models import ModelResolver
 
 ORG = "acme"
 ENGINE = seed_id(ORG, "wo", 4)

@@ -17,9 +17,9 @@ from helpers import Frame, stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, ToolCall
 from store import Store
 from store._demo_models import AuditLogRow, WorkoutRow
-from stream import TurnKit, TurnModels, TurnRoleModels, TurnRunner
 from tools import ToolContext, ToolRegistry
 from tools.demo import seed_demo
+from turn import TurnKit, TurnModels, TurnRoleModels, TurnRunner
 
 
 def plan(**fields: Any) -> str:

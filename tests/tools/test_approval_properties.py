@@ -46,6 +46,7 @@ from sqlalchemy import select
 
 from bosun.migrate import upgrade
 from context import TokenCounter
+from events import Event
 from executors import ExecutorKit, ExecutorLimits, TurnScope, run_step
 from planner import PlannedStep
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
@@ -58,16 +59,15 @@ from store._demo_models import (
     TaskRow,
     WorkoutRow,
 )
-from store.events import Event
 from tools import (
     Capabilities,
-    Role,
     ToolCallRequest,
     ToolContext,
     ToolDef,
     ToolError,
     ToolRegistry,
     ToolRunner,
+    UserRole,
 )
 from tools.demo import demo_registry, seed_demo
 
@@ -165,7 +165,7 @@ Action = Run | Decide | Undo | Pick | Step
 
 @dataclass(frozen=True)
 class Scenario:
-    role: Role
+    role: UserRole
     capabilities: Capabilities
     actions: tuple[Action, ...]
 
@@ -417,7 +417,7 @@ class Invocation:
     tool: str
     tool_use_id: str | None
     args: dict[str, Any]
-    role: Role
+    role: UserRole
     phase: tuple[int, int | None]  # (action index, model message index within a step)
 
 
@@ -439,7 +439,7 @@ class Played:
 class World:
     store: Store
     template: Template
-    role: Role
+    role: UserRole
     capabilities: Capabilities
     invocations: list[Invocation] = field(default_factory=list)
     log: list[Played] = field(default_factory=list)
@@ -908,7 +908,7 @@ def _call(name: str, data: dict[str, Any], tool_use_id: str = "tu_a", turn: str 
     return Call(tool_use_id, turn, name, data)
 
 
-def _script(*actions: Action, role: Role = "staff", caps: Capabilities = ANYTHING) -> Scenario:
+def _script(*actions: Action, role: UserRole = "staff", caps: Capabilities = ANYTHING) -> Scenario:
     return Scenario(role, caps, actions)
 
 

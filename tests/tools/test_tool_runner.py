@@ -27,7 +27,6 @@ from tools import (
     MAX_RESULT_CHARS,
     Capabilities,
     Inverse,
-    Role,
     ToolCallRequest,
     ToolContext,
     ToolDef,
@@ -36,6 +35,7 @@ from tools import (
     ToolOutcome,
     ToolRegistry,
     ToolRunner,
+    UserRole,
 )
 from tools.demo import demo_registry, seed_demo
 
@@ -145,7 +145,7 @@ class Studio:
     def edge(self, **options: Any) -> ToolRunner:
         return ToolRunner(EDGE, self.store, **options)
 
-    def as_role(self, role: Role, org: str = "acme") -> ToolContext:
+    def as_role(self, role: UserRole, org: str = "acme") -> ToolContext:
         return dataclasses.replace(self.ctx, role=role, org_id=org)
 
 

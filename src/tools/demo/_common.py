@@ -11,12 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._demo_models import MemberRow, ProgramRow, WorkoutRow
 from store._models import OrgRow, utcnow
-from tools._registry import Role
+from tools._registry import UserRole
 from tools._runtime import ToolError
 from tools.demo._models import Workout
 
 # Staff run the studio; a member (a client of the studio) may only read the catalogue.
-STAFF: frozenset[Role] = frozenset({"owner", "staff"})
+STAFF: frozenset[UserRole] = frozenset({"owner", "staff"})
 
 MEMBER_HINT = "Find the member's id with members.search"
 PROGRAM_HINT = "Find the program's id with programs.list"

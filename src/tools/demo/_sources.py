@@ -22,7 +22,7 @@ from store._demo_models import (
     WorkoutRow,
 )
 from store._models import OrgRow, utcnow
-from tools._registry import Role
+from tools._registry import UserRole
 
 MAX_DAYS = 60
 MAX_LIMIT = 100
@@ -47,7 +47,7 @@ def _count(query: Select[Any]) -> Any:
 
 
 async def profile(
-    store: Store, org_id: str, user_id: str, *, role: Role | None = None
+    store: Store, org_id: str, user_id: str, *, role: UserRole | None = None
 ) -> dict[str, Any]:
     """The caller and their studio at a glance: org tier and how much data it holds."""
     members = select(MemberRow.id).where(MemberRow.org_id == org_id)

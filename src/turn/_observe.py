@@ -33,8 +33,8 @@ from typing import Literal, Protocol
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
+from events import Error, Event, TurnStatus, Usage
 from executors import Suspended
-from store.events import Error, Event, TurnStatus, Usage
 
 _log = structlog.get_logger("bosun.observe")
 

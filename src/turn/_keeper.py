@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from events import UserMessage
 from store import Claim, Store
-from store.events import UserMessage
-from stream._models import ModelNotAllowedError, ModelResolver
-from stream._runner import TurnRunner
+from turn._models import ModelNotAllowedError, ModelResolver
+from turn._runner import TurnRunner
 
 _log = structlog.get_logger("bosun.turns")
 

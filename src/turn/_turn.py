@@ -24,11 +24,7 @@ from context import (
     needs_compression,
     render_message,
 )
-from executors import PlanSuspended, StepShare, TurnScope
-from planner import Plan
-from providers import Model, ModelError
-from store import EventLog, Store
-from store.events import (
+from events import (
     ContextBudget,
     ContextLoaded,
     Done,
@@ -40,14 +36,17 @@ from store.events import (
     TextDelta,
     TurnStatus,
 )
-from stream import _observe as observe
-from stream._answer import answer
-from stream._auth import Role
-from stream._execute import execute_plan
-from stream._metering import BudgetExceededError, TurnMeter
-from stream._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
-from stream._takeover import checkpoint, logged_plan
-from tools import ToolContext
+from executors import PlanSuspended, StepShare, TurnScope
+from planner import Plan
+from providers import Model, ModelError
+from store import EventLog, Store
+from tools import ToolContext, UserRole
+from turn import _observe as observe
+from turn._answer import answer
+from turn._execute import execute_plan
+from turn._metering import BudgetExceededError, TurnMeter
+from turn._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
+from turn._takeover import checkpoint, logged_plan
 
 AGENT_DISABLED = (
     "No model is configured, so the agent is disabled. Start the server with "
@@ -87,7 +86,7 @@ class Turn:
     trace_id: str
     org_id: str
     user_id: str
-    role: Role
+    role: UserRole
     message_id: str
     text: str
     model: Model | None  # writes the answer

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from context import History, Item
+from events import FailedStep, TurnStatus
 from executors import (
     Emit,
     ExecutorKit,
@@ -32,10 +33,9 @@ from executors import (
 from planner import Plan
 from providers import Model, ModelError, ProviderErrorCode, StopReason
 from store import Store
-from store.events import FailedStep, TurnStatus
-from stream._observe import confirmation_pending
-from stream._phases import TurnKit
 from tools import ToolRunner
+from turn._observe import confirmation_pending
+from turn._phases import TurnKit
 
 
 @dataclass(frozen=True, slots=True)

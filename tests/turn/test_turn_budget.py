@@ -7,12 +7,12 @@ import asyncio
 import json
 import uuid
 
+from events import SessionStarted, UserMessage
 from executors import StepShare
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import Store
-from store.events import SessionStarted, UserMessage
-from stream import Turn, TurnKit, run_turn
 from tools.demo import demo_registry, seed_demo
+from turn import Turn, TurnKit, run_turn
 
 ORG = "acme"
 GOAL = "List the programs, one call at a time"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from providers import Model, provider_of
 from store import OrgKeys
-from stream._turn import TurnModels
+from turn._turn import TurnModels
 
 
 class ModelNotAllowedError(LookupError):

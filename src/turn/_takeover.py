@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from events import Event, StepCompleted, ToolCompleted, ToolError, event_data
 from executors import PlanSuspended, StepEnd, StepResult, Suspended
 from planner import Plan, PlannedStep
 from providers import Message, Part, TextPart, ToolCall, ToolResult
 from store import Store, StoredEvent
-from store.events import Event, StepCompleted, ToolCompleted, ToolError, event_data
 from tools import ToolFailure, ToolOutcome
 
 INTERRUPTED = ToolError(

@@ -19,6 +19,7 @@ from datetime import date, datetime
 
 import structlog
 
+from events import Usage
 from providers import (
     Completion,
     Model,
@@ -31,7 +32,6 @@ from providers import (
     cost_usd_micros,
 )
 from store import DaySpend, Store, UsageRecord, resets_at, utc_day
-from store.events import Usage
 
 _log = structlog.get_logger("bosun.cost")
 UNMETERED = -1

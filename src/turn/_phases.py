@@ -20,13 +20,13 @@ from context import (
     loads_from_log,
     loads_needed,
 )
+from events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
 from executors import ExecutorLimits, StepShare
 from planner import Catalogue, PlanLimits, PlanOutcome, make_plan
 from providers import Model
 from store import StoredEvent
-from store.events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
-from stream._metering import CapPolicy
-from tools import Capabilities, Role, ToolRegistry
+from tools import Capabilities, ToolRegistry, UserRole
+from turn._metering import CapPolicy
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,7 +53,7 @@ class TurnKit:
             counter = self._counters[model.name] = TokenCounter(model.name)
         return counter
 
-    def catalogue(self, role: Role) -> Catalogue:
+    def catalogue(self, role: UserRole) -> Catalogue:
         """What the planner may pick from, for a caller with ``role``."""
         tools = self.tools.for_role(role) if self.tools is not None else ToolRegistry()
         return Catalogue(
@@ -95,7 +95,7 @@ async def plan_turn(
     model: Model,
     text: str,
     *,
-    role: Role,
+    role: UserRole,
     view: History,
     log: Sequence[StoredEvent],
 ) -> PlanOutcome:

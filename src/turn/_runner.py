@@ -12,16 +12,18 @@ from typing import Any
 
 import structlog
 
+from events import Done, Error, SessionStarted, TurnStatus, UserMessage
 from executors import PlanSuspended
 from planner import Plan
 from store import Claim, StaleOwnerError, Store, TurnRecord
-from store.events import Done, Error, SessionStarted, TurnStatus, UserMessage
-from stream._auth import Role
-from stream._models import TurnRoleModels
-from stream._phases import TurnKit
-from stream._turn import Turn, run_turn
+from tools import UserRole
+from turn._models import TurnRoleModels
+from turn._phases import TurnKit
+from turn._turn import Turn, run_turn
 
 _log = structlog.get_logger("bosun.turns")
+SESSION_TITLE_CHARS = 80
+"""A new session's title until the summariser writes one: the start of its first message."""
 CANCEL_TIMEOUT_S = 1.0
 """How long ``cancel`` waits for cancelled turns to close their logs."""
 
@@ -38,7 +40,7 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-def _job(org_id: str, user_id: str, role: Role, model_spec: str | None) -> dict[str, Any]:
+def _job(org_id: str, user_id: str, role: UserRole, model_spec: str | None) -> dict[str, Any]:
     """What another worker needs to run a turn (recorded on its row): who, and which model."""
     return {"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec}
 
@@ -78,7 +80,7 @@ class TurnRunner:
         session_id: str,
         org_id: str,
         user_id: str,
-        role: Role = "member",
+        role: UserRole = "member",
         text: str,
         models: TurnRoleModels,
         trace_id: str,
@@ -119,7 +121,7 @@ class TurnRunner:
         opening: UserMessage,
         org_id: str,
         user_id: str,
-        role: Role,
+        role: UserRole,
         models: TurnRoleModels,
         suspended: tuple[Plan, PlanSuspended],
     ) -> TurnHandle:

@@ -16,10 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from providers import ScriptedModel, ToolResult
-from store import StaleOwnerError, Store
-from store._demo_models import WorkoutRow
-from store.events import (
+from events import (
     Event,
     PlanCreated,
     PlanStep,
@@ -29,11 +26,14 @@ from store.events import (
     ToolStarted,
     UserMessage,
 )
-from stream import TurnKit, TurnModels, TurnRunner
-from stream._keeper import Keeper
-from stream._models import ModelResolver
+from providers import ScriptedModel, ToolResult
+from store import StaleOwnerError, Store
+from store._demo_models import WorkoutRow
 from tools import ToolCallRequest, ToolContext, ToolRunner
 from tools.demo import demo_registry, seed_demo
+from turn import TurnKit, TurnModels, TurnRunner
+from turn._keeper import Keeper
+from turn._models import ModelResolver
 
 ORG = "acme"
 GOAL = "Create a 30-minute mobility workout"
