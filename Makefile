@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 MODEL  ?= $(if $(ANTHROPIC_API_KEY),anthropic:claude-haiku-4-5,$(if $(OPENAI_API_KEY),openai:gpt-4.1-mini,scripted:examples/hello.yaml))
 PORT   ?= 8000
 
-.PHONY: install install-dev serve migrate lint typecheck layers test bench clean
+.PHONY: install install-dev serve migrate lint typecheck test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +32,10 @@ migrate: install
 lint: install-dev
 	$(BIN)/ruff check src tests bench migrations
 	$(BIN)/ruff format --check src tests bench migrations
+	$(BIN)/lint-imports  # the import contracts in pyproject.toml (docs/architecture.md)
 
 typecheck: install-dev
 	$(BIN)/mypy src
-
-# Imports must point down the layers (needs ../shared next to the checkout).
-layers:
-	$(PYTHON) ../shared/tools/check_layers.py src
 
 test: lint typecheck
 	$(BIN)/pytest -q
@@ -46,6 +43,8 @@ test: lint typecheck
 bench: install-dev
 	$(BIN)/python bench/sse_throughput.py
 	$(BIN)/python bench/plan_parallel.py
+	$(BIN)/python bench/cli_start.py
+	$(BIN)/python bench/peers.py  # the peers need the bench extra: pip install -e '.[bench]'
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -201,7 +201,7 @@ def limits_for(calls: int) -> tuple[PlannerSettings, ExecutorSettings]:
 
 async def _migrate(store: Store) -> None:
     try:
-        await upgrade(store)
+        await upgrade(store, demo=True)
     finally:
         await store.close()
 
@@ -393,7 +393,7 @@ async def in_process(workdir: Path, calls: int, reps: int, warmup: int) -> list[
     configure_logging(fmt="console", level="warning")  # as in the servers
     store = Store(f"sqlite+aiosqlite:///{workdir / 'in_process.db'}")
     try:
-        await upgrade(store)
+        await upgrade(store, demo=True)
         await seed_demo(store, ORG)
         session_id = str(uuid.uuid4())  # execution rows (mode "recorded") need a session
         await store.sessions.create(org_id=ORG, user_id="bench", session_id=session_id, title=None)

@@ -76,7 +76,7 @@ def _bosun_app(db_path: Path, deltas: int) -> Litestar:
     from bosun.settings import LimitSettings, Settings
     from providers import FunctionModel, ModelRequest
     from store import Store
-    from stream import TurnModels
+    from turn import TurnModels
 
     configure_logging(fmt="console", level="warning")
     settings = Settings(
@@ -89,7 +89,7 @@ def _bosun_app(db_path: Path, deltas: int) -> Litestar:
     async def migrate() -> None:
         store = Store(settings.database_url)
         try:
-            await upgrade(store)
+            await upgrade(store, demo=settings.demo)
         finally:
             await store.close()
 

@@ -119,10 +119,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-async def migrate(url: str) -> None:
+async def migrate(url: str, *, demo: bool = True) -> None:
+    """Migrate ``url`` to the newest schema, the demo's tables included unless ``demo`` is
+    off (the suite runs with the demo on, as ``bosun serve`` does by default)."""
     store = Store(url)
     try:
-        await upgrade(store)
+        await upgrade(store, demo=demo)
     finally:
         await store.close()
 

@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql
 
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
+branch_labels: str | Sequence[str] | None = ("core",)  # names this revision and its descendants
 depends_on: str | Sequence[str] | None = None
 
 

@@ -31,16 +31,6 @@ from store import Store
 BAR_CHARS = 10
 
 
-def add_budget_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    budget = commands.add_parser(
-        "budget", help="print a session's token-budget report (per turn and model call)"
-    )
-    budget.add_argument("session", metavar="SESSION", help="the session id")
-    budget.add_argument("--json", action="store_true", help="print the report as JSON")
-    budget.add_argument("--html", metavar="FILE", type=Path, help="also write an HTML page")
-    budget.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
-
-
 def run_budget(args: argparse.Namespace, settings: Settings) -> int:
     """Read the report from ``settings.database_url`` and print (and write) it."""
     url = make_url(settings.database_url)

@@ -15,10 +15,10 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 
-from bosun.app import build_kit, build_models
 from bosun.log import configure_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
+from bosun.wiring import build_kit, build_models
 from events import (
     ConfirmationPending,
     DisambiguationPending,
@@ -40,22 +40,6 @@ from store import SecretsKeyError, Store, StoredEvent
 from tools.demo import seed_demo
 from turn import SESSION_TITLE_CHARS, ModelResolver, TurnHandle, TurnRunner
 
-CHAT_USER, CHAT_ORG = "dev", "dev-org"
-
-
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    chat = commands.add_parser("chat", help="run one turn in this process and print its events")
-    chat.add_argument("message", help="the user's message")
-    chat.add_argument("--session", metavar="ID", help="go on with this session")
-    chat.add_argument("--model", metavar="SPEC", help="model for every role")
-    chat.add_argument("--user", default=CHAT_USER, help=f"who asks (default {CHAT_USER})")
-    chat.add_argument("--org", default=CHAT_ORG, help=f"their org (default {CHAT_ORG})")
-    chat.add_argument(
-        "--role", default="owner", choices=("owner", "staff", "member"), help="their role"
-    )
-    chat.add_argument("--json", action="store_true", help="print every event as a JSON line")
-    chat.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
-
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Exit status 0 when the turn completed or waits for the user, 1 when it did not.
@@ -76,7 +60,7 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> TurnStatus:
     secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
     store = Store(settings.database_url, secrets_key=secrets_key)
     try:
-        await upgrade(store)
+        await upgrade(store, demo=settings.demo)
         models = build_models(settings)
         kit = build_kit(settings, store)
         if settings.demo:

@@ -1,194 +1,24 @@
-"""The ``bosun`` command: serve, migrate, token, org-tier (and plan, budget, prune)."""
+"""The ``bosun`` command: serve, migrate, token, org-tier, chat, plan, budget, prune.
+
+Parsing needs the standard library only (``bosun.cli_args``), so ``--help`` and
+``--version`` answer before anything heavy loads; ``bosun.commands`` runs what was asked.
+"""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import sys
 from collections.abc import Sequence
 
-from pydantic import ValidationError
-
-from bosun import __version__, chat_cli, plan_cli, prune_cli
-from bosun.budget_report import add_budget_parser, run_budget
-from bosun.log import configure_logging
-from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
-from providers import ModelSpecError
-from store import SecretsKeyError, Store
-from stream import ROLES_HELP, TokenConfig, mint_token
-
-DEV_USER, DEV_ORG = "dev", "dev-org"
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bosun", description="Planner/executor agent orchestration service."
-    )
-    parser.add_argument("--version", action="version", version=f"bosun {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    serve = commands.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument(
-        "--dev", action="store_true", help="allow the development JWT secret and print a token"
-    )
-    serve.add_argument(
-        "--model", metavar="SPEC", help="model for every role, e.g. scripted:replies.yaml"
-    )
-    serve.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
-    serve.add_argument(
-        "--no-migrate", action="store_true", help="do not apply migrations at start-up"
-    )
-
-    migrate = commands.add_parser("migrate", help="apply database migrations")
-    migrate.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
-    migrate.add_argument("--revision", default="head")
-
-    token = commands.add_parser("token", help="print a bearer token for local use")
-    token.add_argument("--user", required=True)
-    token.add_argument("--org", required=True)
-    token.add_argument("--role", default="member", help=ROLES_HELP)
-    token.add_argument("--ttl", type=int, help="lifetime in seconds (default: token_ttl_s)")
-
-    tier = commands.add_parser("org-tier", help="show or set an org's tier (its daily cap)")
-    tier.add_argument("--org", required=True)
-    tier.add_argument("--tier", help="one of the configured tiers (caps.tiers); omit to show")
-    tier.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
-
-    chat_cli.add_parser(commands)
-    plan_cli.add_parser(commands)
-    add_budget_parser(commands)
-    prune_cli.add_parser(commands)
-    return parser
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, object] = {}
-    if getattr(args, "database_url", None):
-        overrides["database_url"] = args.database_url
-    settings = load_settings(**overrides)
-    if getattr(args, "model", None):
-        settings.models.default = args.model
-        settings.models.planner = settings.models.executor = None
-        settings.models.merger = settings.models.summariser = None
-    return settings
-
-
-async def _migrate(url: str, revision: str = "head") -> None:
-    from bosun.migrate import upgrade  # alembic is only needed when migrating
-
-    store = Store(url)
-    try:
-        await upgrade(store, revision)
-    finally:
-        await store.close()
-
-
-def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
-    from bosun.app import build_app
-
-    if not settings.secret_is_safe() and not args.dev:
-        print(UNSAFE_SECRET_HELP, file=sys.stderr)
-        return 2
-    try:
-        app = build_app(settings, seed_orgs=[DEV_ORG] if args.dev else [])
-    except (ModelSpecError, SecretsKeyError) as exc:
-        print(f"bosun serve: {exc}", file=sys.stderr)
-        return 2
-    if not args.no_migrate:
-        asyncio.run(_migrate(settings.database_url))
-    if args.dev:
-        token = mint_token(
-            TokenConfig(settings.effective_secret(), settings.jwt_algorithm),
-            user=DEV_USER,
-            org=DEV_ORG,
-            role="owner",
-            ttl_s=settings.token_ttl_s,
-        )
-        host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address
-        print(
-            f"Development token (user {DEV_USER}, org {DEV_ORG}, owner):\n{token}\n"
-            f"Web chat, signed in: http://{host}:{args.port}/#token={token}",
-            file=sys.stderr,
-        )
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_config=None,
-        timeout_graceful_shutdown=10,
-    )
-    return 0
-
-
-def _token(args: argparse.Namespace, settings: Settings) -> int:
-    if not settings.secret_is_safe():
-        print("note: signing with the development secret (set BOSUN_JWT_SECRET)", file=sys.stderr)
-    try:
-        token = mint_token(
-            TokenConfig(settings.effective_secret(), settings.jwt_algorithm),
-            user=args.user,
-            org=args.org,
-            role=args.role,
-            ttl_s=args.ttl or settings.token_ttl_s,
-        )
-    except ValueError as exc:
-        print(f"bosun token: {exc}", file=sys.stderr)
-        return 2
-    print(token)
-    return 0
-
-
-def _org_tier(args: argparse.Namespace, settings: Settings) -> int:
-    caps = settings.caps.tiers
-    if args.tier is not None and args.tier not in caps:
-        print(f"bosun org-tier: no tier {args.tier!r} (tiers: {', '.join(caps)})", file=sys.stderr)
-        return 2
-
-    async def run() -> str | None:
-        store = Store(settings.database_url)
-        try:
-            if args.tier is not None:
-                await store.spend.set_tier(args.org, args.tier)
-            return await store.spend.tier(args.org)
-        finally:
-            await store.close()
-
-    tier = asyncio.run(run()) or settings.caps.default_tier
-    cap = caps.get(tier, caps[settings.caps.default_tier])
-    shown = "unmetered" if cap == -1 else f"${cap:,.2f} a day"
-    print(f"org {args.org}: tier {tier} ({shown})")
-    return 0
+from bosun.cli_args import build_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        settings = _settings(args)
-    except (ValidationError, FileNotFoundError) as exc:
-        print(f"bosun: invalid settings: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(fmt=settings.log_format, level=settings.log_level)
-    if args.command == "serve":
-        return _serve(args, settings)
-    if args.command == "plan":
-        return plan_cli.run(args, settings)
-    if args.command == "chat":
-        return chat_cli.run(args, settings)
-    if args.command == "migrate":
-        asyncio.run(_migrate(settings.database_url, args.revision))
-        print(f"migrated {settings.database_url.split('@')[-1]} to {args.revision}")
-        return 0
-    if args.command == "budget":
-        return run_budget(args, settings)
-    if args.command == "prune":
-        return prune_cli.run(args, settings)
-    if args.command == "org-tier":
-        return _org_tier(args, settings)
-    return _token(args, settings)
+    """Parse the command line, then run its command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    # The settings, providers, store and HTTP stack load only now (bench/cli_start.py).
+    from bosun.commands import run
+
+    return run(args)
 
 
 if __name__ == "__main__":

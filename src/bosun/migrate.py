@@ -1,5 +1,10 @@
 """Apply the alembic migrations in ``migrations/`` to a database.
 
+Two branches share one ``alembic_version`` table: ``core`` (``migrations/versions``,
+what every deployment needs) and ``demo`` (``migrations/demo``, the demo domain's
+tables), which is applied only when the demo is enabled, so a deployment without it has
+no demo tables, and enabling it later adds them at the next migration.
+
 The migration runs on a connection we already hold (``connection.run_sync``), so it works
 both from the CLI and inside a running event loop, where alembic's async template's
 ``asyncio.run`` would fail (FIELD-NOTES.md).
@@ -7,6 +12,7 @@ both from the CLI and inside a running event loop, where alembic's async templat
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -29,22 +35,38 @@ def script_location() -> Path:
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
+    location = script_location()
     config = Config()
-    config.set_main_option("script_location", str(script_location()))
+    config.set_main_option("script_location", str(location))
+    # Both branches' scripts are always known, so a database that has the demo branch
+    # still migrates (its core) with the demo turned off.
+    config.set_main_option("path_separator", "os")
+    config.set_main_option(
+        "version_locations", os.pathsep.join(str(location / d) for d in ("versions", "demo"))
+    )
     config.attributes["connection"] = connection
     return config
 
 
 MIGRATION_LOCK = 0x626F73756E  # "bosun": the advisory lock key migrations hold on PostgreSQL
 
+CORE_HEAD = "core@head"
+DEMO_HEAD = "demo@head"
 
-async def upgrade(store: Store, revision: str = "head") -> None:
-    """Migrate the store's database to ``revision`` in one transaction. On PostgreSQL the
-    transaction first takes an advisory lock, so concurrent upgrades (several workers
-    starting at once) run one after the other and the later ones find nothing to do."""
+
+async def upgrade(store: Store, revision: str = "head", *, demo: bool) -> None:
+    """Migrate the store's database in one transaction: the core to ``revision`` (``head``:
+    the newest), then, when ``demo`` is on, the demo branch to its head (its tables).
+
+    On PostgreSQL the transaction first takes an advisory lock, so concurrent upgrades
+    (several workers starting at once) run one after the other and the later ones find
+    nothing to do."""
+    targets = [CORE_HEAD if revision == "head" else revision] + ([DEMO_HEAD] if demo else [])
 
     def _run(connection: Connection) -> None:
-        command.upgrade(alembic_config(connection), revision)
+        config = alembic_config(connection)
+        for target in targets:
+            command.upgrade(config, target)
 
     async with store.db.write() as conn:
         if store.dialect == "postgresql":  # workers starting together migrate one at a time

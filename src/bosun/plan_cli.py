@@ -10,11 +10,9 @@ import argparse
 import asyncio
 import json
 import sys
-from pathlib import Path
 
-from bosun.app import build_kit, provider_config
 from bosun.settings import Settings
-from context import Budgets
+from bosun.wiring import build_kit, provider_config
 from planner import DryRun, PlanOutcome, dry_run, fallback_plan, make_plan
 from planner._eval import (
     EvalCase,
@@ -26,21 +24,6 @@ from planner._eval import (
 )
 from providers import Message, Model, ModelError, ModelSpecError, model_from_spec
 from store import Store
-
-
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    plan = commands.add_parser(
-        "plan", help="planner-only dry run of a message, or --eval a labelled set"
-    )
-    plan.add_argument("message", nargs="?", help="the message to plan")
-    plan.add_argument("--model", metavar="SPEC", help="planner model (default: models.planner)")
-    plan.add_argument(
-        "--role", default="owner", choices=("owner", "staff", "member"), help="plan as this role"
-    )
-    plan.add_argument("--json", action="store_true", help="print JSON")
-    plan.add_argument("--eval", type=Path, metavar="FILE.jsonl", help="evaluate a labelled set")
-    plan.add_argument("--out", type=Path, metavar="REPORT.html", help="with --eval: HTML report")
-    plan.add_argument("--concurrency", type=int, default=4, help="with --eval: calls at once")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -73,12 +56,10 @@ async def _dry_run(args: argparse.Namespace, settings: Settings, model: Model) -
         result = await dry_run(
             model,
             args.message,
-            catalogue=kit.catalogue(args.role),
+            kit.planning(args.role, model),
             budgets=kit.budgets,
             executor_model=settings.models.for_role("executor") or answer_spec,
             merger_model=answer_spec,
-            limits=kit.plan_limits,
-            timeout_s=kit.planner_timeout_s,
         )
     except ModelError as exc:
         print(f"bosun plan: the planner model failed ({exc.code}): {exc.message}", file=sys.stderr)
@@ -122,25 +103,15 @@ async def _evaluate(
     store = Store(settings.database_url)
     try:
         kit = build_kit(settings, store)
-        catalogue = kit.catalogue(args.role)
-        budgets: Budgets = kit.budgets
+        planning = kit.planning(args.role, model)
 
         async def plan(case: EvalCase) -> PlanOutcome:
             history = [Message(role=t.role, parts=Message.user(t.text).parts) for t in case.history]
             try:
-                return await make_plan(
-                    model,
-                    case.message,
-                    catalogue=catalogue,
-                    history=history,
-                    limits=kit.plan_limits,
-                    timeout_s=kit.planner_timeout_s,
-                    budget=budgets.planner,
-                    counter=kit.counter(model),
-                )
+                return await make_plan(model, case.message, planning, history=history)
             except ModelError as exc:  # one case's outage is scored, not fatal to the run
                 reason = f"the planner model failed ({exc.code})"
-                plan = fallback_plan(case.message, catalogue, reason)
+                plan = fallback_plan(case.message, planning.catalogue, reason)
                 return PlanOutcome(plan=plan, attempts=1, fallback=reason, model=model.name)
 
         report = await run_eval(

@@ -1,7 +1,8 @@
 """``bosun prune --older-than 90d``: delete whole finished sessions idle since before a cutoff.
 
 A dry run by default: it prints what would go, and only ``--apply`` deletes. The work is
-``store.retention.prune``; this module parses the age and renders the report.
+``store.retention.prune``; this module renders the report (``bosun.cli_args`` parses the
+age).
 """
 
 from __future__ import annotations
@@ -9,57 +10,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from bosun.cli_args import cutoff_for
 from bosun.settings import Settings
 from store import PruneReport, Store
-
-_AGE = re.compile(r"(?P<amount>\d+)(?P<unit>[dhm]?)", re.ASCII)
-_UNITS = {"d": "days", "h": "hours", "m": "minutes", "": "days"}
-
-
-def parse_age(value: str) -> timedelta:
-    """``90d``, ``12h``, ``30m`` or a plain number of days, as an argparse ``type``."""
-    match = _AGE.fullmatch(value.strip())
-    if match is None or not match["amount"].strip("0"):
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not an age: give a positive whole number of days (90d or 90), "
-            "hours (12h) or minutes (30m)"
-        )
-    try:
-        age = timedelta(**{_UNITS[match["unit"]]: int(match["amount"])})
-        cutoff_for(age)
-    except (OverflowError, ValueError):
-        raise argparse.ArgumentTypeError(f"{value!r} reaches back too far") from None
-    return age
-
-
-def cutoff_for(age: timedelta) -> datetime:
-    """Now minus ``age``, in whole seconds so the cutoff printed is exactly the one used."""
-    return datetime.now(UTC).replace(microsecond=0) - age
-
-
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    prune = commands.add_parser(
-        "prune",
-        help="delete finished sessions last active before a cutoff (dry run unless --apply)",
-    )
-    prune.add_argument(
-        "--older-than",
-        required=True,
-        type=parse_age,
-        metavar="AGE",
-        help="sessions last active longer ago than this: 90d, 12h, 30m, or days",
-    )
-    prune.add_argument("--apply", action="store_true", help="delete (default: only report)")
-    prune.add_argument("--json", action="store_true", help="print the report as JSON")
-    prune.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
@@ -19,11 +19,11 @@ from pydantic_settings import (
 )
 
 from context import Budgets
+from events import ModelRole
 
 DEV_JWT_SECRET = "bosun-dev-secret-do-not-use-in-production"  # noqa: S105 (a known, refused value)
 MIN_SECRET_BYTES = 32
-ModelRole = Literal["planner", "executor", "merger", "summariser"]
-ROLE_NAMES: tuple[ModelRole, ...] = ("planner", "executor", "merger", "summariser")
+ROLE_NAMES: tuple[ModelRole, ...] = get_args(ModelRole)
 
 
 class ModelSettings(BaseModel):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, get_args
+from typing import get_args
 
-ModelRole = Literal["planner", "executor", "merger", "summariser"]
+from events import ModelRole
+
 ROLES: tuple[ModelRole, ...] = get_args(ModelRole)
 BUFFER = "buffer"  # headroom for estimation error: allocated, never filled
 

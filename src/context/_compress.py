@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from contextlib import aclosing
 
 import structlog
 
@@ -19,16 +18,7 @@ from context._conversation import KEEP_LAST, render_message
 from context._fit import fit_section
 from context._sections import Item
 from context._tokens import TokenCounter
-from providers import (
-    Completion,
-    Message,
-    Model,
-    ModelError,
-    ModelRequest,
-    SystemBlock,
-    TextChunk,
-    TokenUsage,
-)
+from providers import Message, Model, ModelError, ModelRequest, SystemBlock, TokenUsage, call_model
 
 log = structlog.get_logger(__name__)
 
@@ -61,22 +51,18 @@ def needs_compression(
 async def _reply_text(
     model: Model, request: ModelRequest, timeout_s: float, on_usage: OnUsage | None
 ) -> str | None:
-    pieces: list[str] = []
     try:
-        async with asyncio.timeout(timeout_s), aclosing(model.stream(request)) as stream:
-            async for item in stream:
-                if isinstance(item, TextChunk):
-                    pieces.append(item.text)
-                elif isinstance(item, Completion) and on_usage is not None:
-                    on_usage(item.model, item.usage)
+        async with asyncio.timeout(timeout_s):
+            called = await call_model(model, request)
     except TimeoutError:
         log.warning("context.summariser_timeout", model=model.name, timeout_s=timeout_s)
         return None
     except ModelError as exc:
         log.warning("context.summariser_failed", model=model.name, code=exc.code)
         return None
-    text = "".join(pieces).strip()
-    return text or None
+    if on_usage is not None:
+        on_usage(called.completion.model, called.completion.usage)
+    return called.text.strip() or None
 
 
 async def compress_history(

@@ -6,7 +6,6 @@ them, reports replay them; none of those owns them. Their names and fields are p
 """
 
 from events._events import (
-    EVENT_ADAPTER,
     INTERNAL_EVENTS,
     Candidate,
     ConfirmationPending,
@@ -19,6 +18,7 @@ from events._events import (
     FailedStep,
     HistorySummarised,
     MessageDone,
+    ModelRole,
     PlanCreated,
     PlanStep,
     ReplayViolation,
@@ -26,7 +26,6 @@ from events._events import (
     StepCompleted,
     StepError,
     StepStarted,
-    Strategy,
     TextDelta,
     ToolCompleted,
     ToolError,
@@ -42,7 +41,6 @@ from events._events import (
 )
 
 __all__ = [
-    "EVENT_ADAPTER",
     "INTERNAL_EVENTS",
     "Candidate",
     "ConfirmationPending",
@@ -55,6 +53,7 @@ __all__ = [
     "FailedStep",
     "HistorySummarised",
     "MessageDone",
+    "ModelRole",
     "PlanCreated",
     "PlanStep",
     "ReplayViolation",
@@ -62,7 +61,6 @@ __all__ = [
     "StepCompleted",
     "StepError",
     "StepStarted",
-    "Strategy",
     "TextDelta",
     "ToolCompleted",
     "ToolError",

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+ModelRole = Literal["planner", "executor", "merger", "summariser"]
+"""The part a model plays in a turn (settings pick a model per role; usage is by role)."""
 TurnStatus = Literal["completed", "suspended", "failed", "cancelled", "expired", "superseded"]
 Unanswered = Literal["expired", "superseded"]
 """How a suspended turn ends without its answers: they came too late, or a newer message

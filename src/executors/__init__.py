@@ -18,7 +18,7 @@ from executors._config import (
     TurnScope,
 )
 from executors._loop import resume_step, run_step
-from executors._merge import MERGE_PROMPT, MergeResult, merge
+from executors._merge import ANSWER_PROMPT, MERGE_PROMPT, MergeResult, answer, merge
 from executors._prompt import EXECUTOR_PROMPT, dependency_item
 from executors._replay import REPLAY_VIOLATION, Repair, repair_transcript
 from executors._results import (
@@ -31,9 +31,9 @@ from executors._results import (
 )
 from executors._schedule import (
     MERGE_RESERVE,
-    PlanOutcome,
     PlanResult,
     PlanSuspended,
+    RunOutcome,
     completed_event,
     executor_id,
     run_plan,
@@ -42,6 +42,7 @@ from executors._snapshot import restore, suspension_event
 from executors._state import WRAP_UP_SHARE
 
 __all__ = [
+    "ANSWER_PROMPT",
     "EXECUTOR_PROMPT",
     "MERGE_PROMPT",
     "MERGE_RESERVE",
@@ -52,10 +53,10 @@ __all__ = [
     "ExecutorLimits",
     "MergeResult",
     "PendingCall",
-    "PlanOutcome",
     "PlanResult",
     "PlanSuspended",
     "Repair",
+    "RunOutcome",
     "StepEnd",
     "StepOutcome",
     "StepResult",
@@ -63,6 +64,7 @@ __all__ = [
     "Suspended",
     "ToolRunnerLike",
     "TurnScope",
+    "answer",
     "completed_event",
     "dependency_item",
     "executor_id",

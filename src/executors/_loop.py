@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from contextlib import aclosing
 from typing import assert_never
 
 from context import Item, executor_request
@@ -34,16 +33,8 @@ from executors._state import (
     partial_summary,
 )
 from planner import PlannedStep
-from providers import (
-    Completion,
-    Message,
-    ModelError,
-    ModelRequest,
-    TextChunk,
-    TextPart,
-    ToolCall,
-    cost_usd_micros,
-)
+from providers import Message, ModelError, ModelRequest, TextPart, ToolCall
+from providers import call_model as stream_reply
 
 
 async def run_step(
@@ -212,25 +203,11 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
 
 async def _stream(state: StepState, env: StepEnv, request: ModelRequest) -> tuple[ToolCall, ...]:
     """Stream one reply: text out as it comes (kept in ``state.text``), calls collected."""
-    calls: list[ToolCall] = []
-    completion: Completion | None = None
-    async with aclosing(env.kit.model.stream(request)) as stream:
-        async for item in stream:
-            match item:
-                case TextChunk(text=text):
-                    if text:
-                        _say(state, env, text)
-                case ToolCall():
-                    calls.append(item)
-                case Completion():
-                    completion = item
-                case _:
-                    assert_never(item)
-    assert completion is not None, f"model {env.kit.model.name!r} ended without a Completion"
-    state.usage = state.usage + completion.usage
-    state.cost_usd_micros += cost_usd_micros(completion.model, completion.usage)
-    state.model = completion.model
-    return tuple(calls)
+    called = await stream_reply(env.kit.model, request, on_text=lambda t: _say(state, env, t))
+    state.usage = state.usage + called.completion.usage
+    state.cost_usd_micros += called.cost_usd_micros
+    state.model = called.completion.model
+    return called.calls
 
 
 def _say(state: StepState, env: StepEnv, text: str) -> None:

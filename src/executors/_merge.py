@@ -1,15 +1,16 @@
-"""The merge: one merger-role call that writes the turn's answer from the step results.
+"""The answer's writer: one merger-role call that writes what the user reads.
 
-It sees its instructions, the recent conversation (so the answer fits the thread) and the
-results of every step, including those that failed or were skipped, which it must name.
+Two variants of one call: ``merge`` writes a ``complex`` plan's answer from its steps'
+results (including those that failed or were skipped, which it must name); ``answer``
+writes a ``simple`` turn's answer from the session's knowledge. Both see their
+instructions, the recent conversation (so the answer fits the thread) and one data
+section, fitted into the merger budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import assert_never
 
 from context import (
     MERGER_BUDGET,
@@ -28,17 +29,13 @@ from events import ContextBudget, TextDelta
 from executors._config import Emit
 from executors._results import StepResult
 from planner import Plan
-from providers import (
-    Completion,
-    Message,
-    Model,
-    StopReason,
-    TextChunk,
-    TokenUsage,
-    ToolCall,
-    cost_usd_micros,
-)
+from providers import Called, Message, Model, ModelRequest, StopReason, TokenUsage, call_model
 
+ANSWER_PROMPT = (
+    "You are Bosun, an assistant for the user's organisation. Answer clearly and concisely. "
+    "Use the context provided under 'Context' when it is relevant; if it does not hold what "
+    "the user asks for, say what you would need instead of inventing it."
+)
 MERGE_PROMPT = """\
 You write the answer to the user's latest message. Helpers have worked on it in steps; \
 their results follow these instructions, one <step> each, with its status.
@@ -53,7 +50,7 @@ result says), and what the user can do about it.
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MergeResult:
-    """The merged answer (already streamed) and what the call cost."""
+    """The written answer (already streamed) and what the call cost."""
 
     text: str
     stop_reason: StopReason
@@ -61,6 +58,14 @@ class MergeResult:
     cost_usd_micros: int
     model: str
     budget: BudgetReport
+
+    @classmethod
+    def of(cls, called: Called, budget: BudgetReport) -> MergeResult:
+        done = called.completion
+        return cls(
+            text=called.text, stop_reason=done.stop_reason, usage=done.usage,
+            cost_usd_micros=called.cost_usd_micros, model=done.model, budget=budget,
+        )  # fmt: skip
 
 
 def _status(result: StepResult | None) -> str:
@@ -105,10 +110,44 @@ async def merge(
 
     A provider failure raises ``ModelError``: the turn fails with its code.
     """
-    system = fit_text("system", budget.tokens("system"), MERGE_PROMPT, counter=counter)
-    section = await afit_section(
-        "results", budget.tokens("results"), result_items(plan, results), counter=counter
+    request, report = await _request(
+        MERGE_PROMPT, result_items(plan, results), user_text, view, budget, counter
     )
+    emit(ContextBudget(role="merger", report=report.to_dict()))
+    called = await call_model(model, request, on_text=lambda text: emit(TextDelta(delta=text)))
+    return MergeResult.of(called, report)
+
+
+async def answer(
+    model: Model,
+    text: str,
+    *,
+    view: History,
+    knowledge: Sequence[tuple[str, str]],
+    budget: RoleBudget,
+    counter: TokenCounter,
+    on_text: Callable[[str], None],
+) -> MergeResult:
+    """Write a ``simple`` turn's answer from the session's ``knowledge`` (source name and
+    text), streamed through ``on_text``; ``budget`` says how its prompt fitted (the caller
+    logs it). A provider failure raises ``ModelError``."""
+    items = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in knowledge]
+    request, report = await _request(ANSWER_PROMPT, items, text, view, budget, counter)
+    return MergeResult.of(await call_model(model, request, on_text=on_text), report)
+
+
+async def _request(
+    prompt: str,
+    items: list[Item],
+    user_text: str,
+    view: History,
+    budget: RoleBudget,
+    counter: TokenCounter,
+) -> tuple[ModelRequest, BudgetReport]:
+    """The writer's request: ``prompt``, the conversation ending with the user's message,
+    and ``items`` as its data section, each fitted to its share of ``budget``."""
+    system = fit_text("system", budget.tokens("system"), prompt, counter=counter)
+    section = await afit_section("results", budget.tokens("results"), items, counter=counter)
     conversation = fit_history(
         view, budget.tokens("conversation"), counter=counter, current=Message.user(user_text)
     )
@@ -121,29 +160,4 @@ async def merge(
             task=current,
         )
     )
-    report = BudgetReport.build(budget, [system, section, conversation.fill])
-    emit(ContextBudget(role="merger", report=report.to_dict()))
-    text: list[str] = []
-    completion: Completion | None = None
-    async with aclosing(model.stream(request)) as stream:
-        async for item in stream:
-            match item:
-                case TextChunk(text=chunk):
-                    if chunk:
-                        text.append(chunk)
-                        emit(TextDelta(delta=chunk))
-                case ToolCall():
-                    continue  # no tools are offered to the merge
-                case Completion():
-                    completion = item
-                case _:
-                    assert_never(item)
-    assert completion is not None, f"model {model.name!r} ended its stream without a Completion"
-    return MergeResult(
-        text="".join(text),
-        stop_reason=completion.stop_reason,
-        usage=completion.usage,
-        cost_usd_micros=cost_usd_micros(completion.model, completion.usage),
-        model=completion.model,
-        budget=report,
-    )
+    return request, BudgetReport.build(budget, [system, section, conversation.fill])

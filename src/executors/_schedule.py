@@ -42,7 +42,8 @@ class PlanSuspended:
     not_started: tuple[str, ...]
 
 
-PlanOutcome = PlanResult | PlanSuspended
+RunOutcome = PlanResult | PlanSuspended
+"""How running a plan ended (the planner's ``PlanOutcome`` is how making one did)."""
 MERGE_RESERVE = 0.2
 """The share of a ``complex`` plan's remaining turn budget held back for its merge."""
 
@@ -76,7 +77,7 @@ async def run_plan(
     data: Sequence[Item] = (),
     resume: PlanSuspended | None = None,
     budget: StepShare | None = None,
-) -> PlanOutcome:
+) -> RunOutcome:
     """Run ``plan``'s steps, at most ``min(plan.executors, concurrency)`` at a time.
 
     A dependent step gets its dependencies' summaries as data, before ``data`` (context
@@ -91,52 +92,93 @@ async def run_plan(
     ``budget`` is what is left of the turn's budget: each step still to run gets an even
     share of it (a ``complex`` plan holds ``MERGE_RESERVE`` back for its merge).
     """
-    cap = max(1, min(plan.executors, concurrency))
-    final_answer = plan.strategy == "tool"
-    order = {step.id: index for index, step in enumerate(plan.steps)}
-    steps = {step.id: step for step in plan.steps}
-    finished: dict[str, StepResult] = {r.step_id: r for r in resume.results} if resume else {}
-    suspended: list[Suspended] = []
-    running: dict[asyncio.Task[StepOutcome], str] = {}
+    finished = {r.step_id: r for r in resume.results} if resume else {}
     to_run = [s for s in plan.steps if s.id not in finished]
     keep = MERGE_RESERVE if plan.strategy == "complex" else 0.0
-    share = (budget or StepShare()).split(len(to_run), keep=keep)
+    run = _Run(
+        plan, kit=kit, scope=scope, emit=emit, data=data, finished=finished,
+        share=(budget or StepShare()).split(len(to_run), keep=keep),
+    )  # fmt: skip
     for paused in resume.suspended if resume else ():
-        step = steps[paused.step_id]
-        items = [*_dependency_data(plan, step, finished), *data]
-        job = resume_step(
-            step, paused, kit=kit, scope=scope, emit=emit, data=items,
-            final_answer=final_answer, share=share,
-        )  # fmt: skip
-        running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
+        run.resume(paused)
     try:
-        while True:
-            if not suspended:
-                _skip_dependants(plan, finished, emit)
-                for step in _ready(plan, finished, running, cap):
-                    emit(StepStarted(step_id=step.id, executor_id=executor_id(step.id)))
-                    items = [*_dependency_data(plan, step, finished), *data]
-                    job = run_step(
-                        step, kit=kit, scope=scope, emit=emit, data=items,
-                        final_answer=final_answer, share=share,
-                    )  # fmt: skip
-                    running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
-            if not running:
-                break
-            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=lambda t: order[running[t]]):
-                del running[task]
-                _record(task.result(), finished, suspended, emit)
+        await run.drive(cap=max(1, min(plan.executors, concurrency)))
     finally:
-        for task in running:
+        await run.stop()
+    return run.outcome()
+
+
+class _Run:
+    """One run of a plan: its finished and suspended steps and the executors running."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        kit: ExecutorKit,
+        scope: TurnScope,
+        emit: Emit,
+        data: Sequence[Item],
+        finished: dict[str, StepResult],
+        share: StepShare,
+    ) -> None:
+        self.plan = plan
+        self._kit, self._scope, self._emit, self._data = kit, scope, emit, data
+        self._share = share
+        self._final_answer = plan.strategy == "tool"
+        self._order = {step.id: index for index, step in enumerate(plan.steps)}
+        self.finished = finished
+        self.suspended: list[Suspended] = []
+        self.running: dict[asyncio.Task[StepOutcome], str] = {}
+
+    def start(self, step: PlannedStep) -> None:
+        self._emit(StepStarted(step_id=step.id, executor_id=executor_id(step.id)))
+        job = run_step(
+            step, kit=self._kit, scope=self._scope, emit=self._emit, data=self._items(step),
+            final_answer=self._final_answer, share=self._share,
+        )  # fmt: skip
+        self.running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
+
+    def resume(self, paused: Suspended) -> None:
+        step = next(s for s in self.plan.steps if s.id == paused.step_id)
+        job = resume_step(
+            step, paused, kit=self._kit, scope=self._scope, emit=self._emit,
+            data=self._items(step), final_answer=self._final_answer, share=self._share,
+        )  # fmt: skip
+        self.running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
+
+    async def drive(self, *, cap: int) -> None:
+        """Start what is ready, wait for the first to end, record it; until all ended (or
+        one suspended and the rest ran out)."""
+        while True:
+            if not self.suspended:
+                _skip_dependants(self.plan, self.finished, self._emit)
+                for step in _ready(self.plan, self.finished, self.running, cap):
+                    self.start(step)
+            if not self.running:
+                return
+            done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: self._order[self.running[t]]):
+                del self.running[task]
+                _record(task.result(), self.finished, self.suspended, self._emit)
+
+    async def stop(self) -> None:
+        """Cancel what still runs (the run was cancelled or a step raised)."""
+        for task in self.running:
             task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-    results = tuple(finished[s.id] for s in plan.steps if s.id in finished)
-    if not suspended:
-        return PlanResult(results=results)
-    waiting = {s.step_id for s in suspended}
-    rest = tuple(s.id for s in plan.steps if s.id not in finished and s.id not in waiting)
-    return PlanSuspended(results=results, suspended=tuple(suspended), not_started=rest)
+        await asyncio.gather(*self.running, return_exceptions=True)
+
+    def outcome(self) -> RunOutcome:
+        plan, finished = self.plan, self.finished
+        results = tuple(finished[s.id] for s in plan.steps if s.id in finished)
+        if not self.suspended:
+            return PlanResult(results=results)
+        waiting = {s.step_id for s in self.suspended}
+        rest = tuple(s.id for s in plan.steps if s.id not in finished and s.id not in waiting)
+        return PlanSuspended(results=results, suspended=tuple(self.suspended), not_started=rest)
+
+    def _items(self, step: PlannedStep) -> list[Item]:
+        return [*_dependency_data(self.plan, step, self.finished), *self._data]
 
 
 def _record(

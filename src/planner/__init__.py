@@ -3,7 +3,7 @@
 from planner._dry_run import DryRun, dry_run
 from planner._estimate import CostEstimate, estimate_execution
 from planner._plan import PLAN_SCHEMA, Plan, PlannedStep, SourcePick, Strategy
-from planner._planner import Catalogue, PlanOutcome, fallback_plan, make_plan
+from planner._planner import Catalogue, Planning, PlanOutcome, fallback_plan, make_plan
 from planner._prompt import PLANNER_INSTRUCTIONS
 from planner._validate import PlanLimits, clamp_plan, find_cycle, validate_plan
 
@@ -17,6 +17,7 @@ __all__ = [
     "PlanLimits",
     "PlanOutcome",
     "PlannedStep",
+    "Planning",
     "SourcePick",
     "Strategy",
     "clamp_plan",

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from context import Budgets, SourceLoad, TokenCounter, covers
+from context import Budgets, SourceLoad, covers
 from planner._estimate import CostEstimate, estimate_execution
-from planner._planner import Catalogue, PlanOutcome, make_plan
-from planner._validate import PlanLimits
+from planner._planner import Planning, PlanOutcome, make_plan
 from providers import Message, Model
 
 
@@ -55,29 +54,18 @@ class DryRun:
 async def dry_run(
     model: Model,
     message: str,
+    planning: Planning,
     *,
-    catalogue: Catalogue,
     budgets: Budgets,
     executor_model: str,
     merger_model: str,
     history: Sequence[Message] = (),
     loaded: Sequence[SourceLoad] = (),
-    limits: PlanLimits = PlanLimits(),  # noqa: B008 (frozen)
-    timeout_s: float = 30.0,
-    counter: TokenCounter | None = None,
 ) -> DryRun:
-    """Plan ``message`` and say what executing the plan would load, allocate and cost."""
-    outcome = await make_plan(
-        model,
-        message,
-        catalogue=catalogue,
-        history=history,
-        loaded=[load.describe() for load in loaded],
-        limits=limits,
-        timeout_s=timeout_s,
-        budget=budgets.planner,
-        counter=counter,
-    )
+    """Plan ``message`` and say what executing the plan would load, allocate and cost
+    (with ``budgets`` for the executor and merger calls, priced for their models)."""
+    described = [load.describe() for load in loaded]
+    outcome = await make_plan(model, message, planning, history=history, loaded=described)
     plan = outcome.plan
     sources = []
     for pick in plan.sources:

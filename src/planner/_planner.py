@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -29,15 +28,13 @@ from planner._plan import PLAN_SCHEMA, Plan, PlannedStep
 from planner._prompt import catalogue_items, instructions, render_repair, render_request
 from planner._validate import PlanLimits, clamp_plan, validate_plan
 from providers import (
-    Completion,
     Message,
     Model,
     ModelRequest,
     ResponseSchema,
     SystemBlock,
-    TextChunk,
     TokenUsage,
-    cost_usd_micros,
+    call_model,
 )
 
 FALLBACK_GOAL_CHARS = 400
@@ -70,26 +67,38 @@ class PlanOutcome:
         return self.attempts > 1 and self.fallback is None
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Planning:
+    """What the planner plans with: the ``catalogue`` it picks from, the plan ``limits``,
+    its prompt ``budget``, how long it may take, and the token ``counter`` for its model
+    (one is made from the model's name if none is given)."""
+
+    catalogue: Catalogue
+    limits: PlanLimits = field(default_factory=PlanLimits)
+    timeout_s: float = 30.0
+    budget: RoleBudget = PLANNER_BUDGET
+    counter: TokenCounter | None = None
+
+
 async def make_plan(
     model: Model,
     message: str,
+    planning: Planning,
     *,
-    catalogue: Catalogue,
     history: Sequence[Message] = (),
     loaded: Sequence[str] = (),
-    limits: PlanLimits = PlanLimits(),  # noqa: B008 (frozen)
-    timeout_s: float = 30.0,
-    budget: RoleBudget = PLANNER_BUDGET,
-    counter: TokenCounter | None = None,
 ) -> PlanOutcome:
     """Plan ``message``; never raises for a bad plan or a timeout, raises ``ModelError``
     when the provider fails.
 
-    The prompt is fitted into ``budget``: instructions and catalogue into ``system``, the
-    conversation into ``conversation``, what the session already loaded into ``context``.
+    The prompt is fitted into ``planning.budget``: instructions and catalogue into
+    ``system``, the conversation into ``conversation``, what the session already loaded
+    into ``context``.
     """
     started = time.monotonic()
-    counter = counter or TokenCounter(model.name)
+    catalogue, limits, budget = planning.catalogue, planning.limits, planning.budget
+    timeout_s = planning.timeout_s
+    counter = planning.counter or TokenCounter(model.name)
     rules = instructions(max_steps=limits.max_steps, max_tool_calls=limits.max_tool_calls_per_step)
     static = fit_section(
         "system",
@@ -184,19 +193,11 @@ class _Calls:
         )
         self.count += 1
         async with asyncio.timeout(self._timeout_s):
-            return await self._collect(request)
-
-    async def _collect(self, request: ModelRequest) -> str:
-        pieces: list[str] = []
-        async with aclosing(self._model.stream(request)) as stream:
-            async for item in stream:
-                if isinstance(item, TextChunk):
-                    pieces.append(item.text)
-                elif isinstance(item, Completion):
-                    self.usage = self.usage + item.usage
-                    self.cost += cost_usd_micros(item.model, item.usage)
-                    self.model_name = item.model
-        return "".join(pieces)
+            called = await call_model(self._model, request)
+        self.usage = self.usage + called.completion.usage
+        self.cost += called.cost_usd_micros
+        self.model_name = called.completion.model
+        return called.text
 
     def outcome(
         self,

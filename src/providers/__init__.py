@@ -1,12 +1,13 @@
 """Model providers behind one narrow streaming ``Model`` protocol, and test doubles.
 
-``FunctionModel`` and ``ScriptedModel`` are public: use them to test tools and turns with
-no network. ``model_from_spec`` builds a model from ``PROVIDER:MODEL`` strings.
+``FunctionModel`` and ``ScriptedModel`` test tools and turns with no network (library users
+import them, and the fake server, from ``bosun.testing``; the protocol from ``bosun.models``).
+``model_from_spec`` builds a model from ``PROVIDER:MODEL`` strings.
 """
 
 from providers._anthropic import AnthropicModel
-from providers._config import CacheTTL, ProviderConfig
-from providers._errors import code_for
+from providers._call import Called, call_model
+from providers._config import ProviderConfig
 from providers._model import (
     Completion,
     Message,
@@ -27,21 +28,14 @@ from providers._model import (
     ToolResult,
     ToolSpec,
 )
-from providers._openai import OpenAIModel
-from providers._prices import PRICES, Price, cost_usd_micros, price_for
+from providers._prices import PRICES, cost_usd_micros
 from providers._spec import model_from_spec, provider_of
-from providers._testing import (
-    FunctionModel,
-    Reply,
-    ScriptedModel,
-    ScriptExhaustedError,
-    ScriptStep,
-)
+from providers._testing import FunctionModel, Reply, ScriptedModel, ScriptExhaustedError
 
 __all__ = [
     "PRICES",
     "AnthropicModel",
-    "CacheTTL",
+    "Called",
     "Completion",
     "FunctionModel",
     "Message",
@@ -49,15 +43,12 @@ __all__ = [
     "ModelError",
     "ModelRequest",
     "ModelSpecError",
-    "OpenAIModel",
     "Part",
-    "Price",
     "ProviderConfig",
     "ProviderErrorCode",
     "Reply",
     "ResponseSchema",
     "ScriptExhaustedError",
-    "ScriptStep",
     "ScriptedModel",
     "StopReason",
     "StreamItem",
@@ -68,9 +59,8 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "ToolSpec",
-    "code_for",
+    "call_model",
     "cost_usd_micros",
     "model_from_spec",
-    "price_for",
     "provider_of",
 ]

@@ -1,7 +1,7 @@
 """Test doubles that speak the ``Model`` protocol: ``FunctionModel`` and ``ScriptedModel``.
 
-Both are public so users can test their own tools and deployments with no network. Each
-records the requests it received in ``calls``.
+Both are public (``bosun.testing``) so users can test their own tools and deployments with
+no network. Each records the requests it received in ``calls``.
 """
 
 from __future__ import annotations

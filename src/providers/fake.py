@@ -3,7 +3,7 @@
 Start a ``FakeServer`` on 127.0.0.1, script its replies, and point the real SDKs (or a
 whole ``bosun serve``, through ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL``) at it::
 
-    from providers.fake import FakeProvider, FakeServer, anthropic_reply, anthropic_error
+    from bosun.testing import FakeProvider, FakeServer, anthropic_reply, anthropic_error
 
     provider = FakeProvider().enqueue(
         anthropic_error(429, "rate_limit_error", "slow down", retry_after_ms=1),

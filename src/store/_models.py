@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     ForeignKey,
     Index,
@@ -207,4 +208,28 @@ class IdempotencyKeyRow(Base):
     session_id: Mapped[str | None] = mapped_column(String(36), default=None)
     turn_id: Mapped[str | None] = mapped_column(String(36), default=None)
     request_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AuditLogRow(Base):
+    """Who changed what: append-only; ``agent`` tells agent actions from human ones.
+
+    ``tool_use_id`` links the row to the tool execution that wrote it (and so an undo's
+    row to the original's).
+    """
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        Index("ix_audit_log_org_created", "org_id", "created_at"),
+        Index("ix_audit_log_tool_use", "tool_use_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    user_id: Mapped[str] = mapped_column(String(128))
+    agent: Mapped[bool] = mapped_column(Boolean, default=False)
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(128))
+    detail: Mapped[dict[str, Any]]
+    tool_use_id: Mapped[str | None] = mapped_column(String(64), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -4,7 +4,7 @@ The log's rule is that events are never updated or deleted *within* a session; r
 is the one exception, and it only ever removes a session together with everything that
 hangs off it (events, turns, tool executions, usage rows), so no log is left partial. A
 session is kept while one of its turns is ``running`` or ``suspended`` (a suspended turn
-still waits for the user's answer). Audit rows of the demo domain record changes to org
+still waits for the user's answer). Audit rows (``audit_log``) record changes to org
 data, not session data, and stay.
 """
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
+from store._audit import AuditLog
 from store._db import Database
 from store._idempotency import IdempotencyKeys
 from store._leases import Leases
@@ -36,6 +37,7 @@ class Store:
         self.rate_limits = RateLimits(self.db)
         self.idempotency = IdempotencyKeys(self.db)
         self.retention = Retention(self.db)
+        self.audit = AuditLog(self.db)
 
     @property
     def dialect(self) -> str:

@@ -70,13 +70,10 @@ async def _dry_run(
     return await dry_run(
         meter.wrap(models.planner, "planner"),
         data.message,
-        catalogue=kit.catalogue(principal.role),
+        kit.planning(principal.role, models.planner),
         budgets=kit.budgets,
         executor_model=(models.answer or models.planner).name,
         merger_model=(models.answer or models.planner).name,
         history=history(events).messages,
         loaded=loads_from_log(events),
-        limits=kit.plan_limits,
-        timeout_s=kit.planner_timeout_s,
-        counter=kit.counter(models.planner),
     )

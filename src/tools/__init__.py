@@ -5,36 +5,13 @@ undo), and the demo toolset (``tools.demo``).
 """
 
 from tools._executions import rejection
-from tools._registry import (
-    ALL_ROLES,
-    Category,
-    Confirm,
-    Inverse,
-    Kind,
-    ToolDef,
-    ToolRegistry,
-    UnknownToolError,
-    UserRole,
-)
-from tools._runner import (
-    MAX_RESULT_CHARS,
-    Capabilities,
-    Needs,
-    ToolCallRequest,
-    ToolFailure,
-    ToolOutcome,
-    ToolRunner,
-)
+from tools._registry import Inverse, ToolDef, ToolRegistry, UnknownToolError, UserRole
+from tools._runner import Capabilities, Needs, ToolCallRequest, ToolFailure, ToolOutcome, ToolRunner
 from tools._runtime import ToolContext, ToolError, record_audit
 
 __all__ = [
-    "ALL_ROLES",
-    "MAX_RESULT_CHARS",
     "Capabilities",
-    "Category",
-    "Confirm",
     "Inverse",
-    "Kind",
     "Needs",
     "ToolCallRequest",
     "ToolContext",

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import Store
-from store._demo_models import AuditLogRow
-from store._models import utcnow
 from tools._registry import UserRole
 
 
@@ -53,20 +49,15 @@ async def record_audit(
     detail: dict[str, Any],
     agent: bool = True,
 ) -> str:
-    """Append an audit row in the caller's transaction, so the change and its record
-    commit together; returns the row's id."""
-    audit_id = f"aud_{uuid.uuid4().hex[:16]}"
-    await conn.execute(
-        insert(AuditLogRow).values(
-            id=audit_id,
-            org_id=ctx.org_id,
-            user_id=ctx.user_id,
-            agent=agent,
-            action=action,
-            target=target,
-            detail=detail,
-            tool_use_id=ctx.tool_use_id,
-            created_at=utcnow(),
-        )
+    """Append an audit row (the store's ``audit_log``) in the caller's transaction, so the
+    change and its record commit together; returns the row's id."""
+    return await ctx.store.audit.record(
+        conn,
+        org_id=ctx.org_id,
+        user_id=ctx.user_id,
+        action=action,
+        target=target,
+        detail=detail,
+        agent=agent,
+        tool_use_id=ctx.tool_use_id,
     )
-    return audit_id

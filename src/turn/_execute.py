@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from context import History, Item
+from context import Item
 from events import FailedStep, TurnStatus
 from executors import (
     Emit,
@@ -31,11 +31,12 @@ from executors import (
     suspension_event,
 )
 from planner import Plan
-from providers import Model, ModelError, ProviderErrorCode, StopReason
+from providers import ModelError, ProviderErrorCode, StopReason
 from store import Store
 from tools import ToolRunner
 from turn._observe import confirmation_pending
 from turn._phases import TurnKit
+from turn._work import Ask, Crew, Work
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,52 +49,38 @@ class Executed:
 async def execute_plan(
     store: Store,
     kit: TurnKit,
-    plan: Plan,
+    work: Work,
+    ask: Ask,
     *,
-    executor: Model,
-    merger: Model,
+    crew: Crew,
     scope: TurnScope,
-    text: str,
-    view: History,
-    knowledge: Sequence[tuple[str, str]],
     emit: Emit,
-    resume: PlanSuspended | None = None,
     budget: StepShare | None = None,
 ) -> Executed:
-    """Run ``plan`` (a ``tool`` or ``complex`` one) and stream its answer; with ``resume``,
-    go on from its suspended run.
+    """Run ``work``'s plan (a ``tool`` or ``complex`` one) and stream its answer to
+    ``ask``; with ``work.paused``, go on from its suspended run.
 
     On suspension the ``turn_suspended`` event (what a resume reads back from the log)
     precedes the pending events, so a client that sees them can already resolve them.
     """
     assert kit.tools is not None, "plans with steps need a tool registry"
+    plan = work.plan
+    assert plan is not None, "only a plan's steps are executed"
     executors = ExecutorKit(
-        model=executor,
+        model=crew.executor,
         runner=ToolRunner(kit.tools, store, capabilities=kit.capabilities),
         registry=kit.tools.for_role(scope.role),
-        counter=kit.counter(executor),
+        counter=kit.counter(crew.executor),
         budget=kit.budgets.executor,
         limits=kit.executor_limits,
     )
-    data = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in knowledge]
+    data = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in ask.knowledge]
     outcome = await run_plan(
-        plan,
-        kit=executors,
-        scope=scope,
-        emit=emit,
+        plan, kit=executors, scope=scope, emit=emit, data=data, resume=work.paused, budget=budget,
         concurrency=kit.plan_limits.max_executors,
-        data=data,
-        resume=resume,
-        budget=budget,
-    )
+    )  # fmt: skip
     if isinstance(outcome, PlanSuspended):
-        emit(suspension_event(plan, outcome))
-        for waiting in outcome.suspended:
-            for event in pending_events(waiting):
-                emit(event)
-            confirmation_pending(
-                session_id=scope.session_id, turn_id=scope.turn_id, waiting=waiting
-            )
+        _suspend(plan, outcome, scope, emit)
         return Executed(status="suspended", stop_reason=None)
     failed = failed_steps(outcome.results)
     if plan.strategy == "tool" or not any(r.ok for r in outcome.results):
@@ -101,16 +88,19 @@ async def execute_plan(
     if plan.strategy == "tool":  # the step's executor already streamed the answer
         return Executed(status="completed", stop_reason="end_turn", failed=failed)
     merged = await merge(
-        plan,
-        outcome.results,
-        model=merger,
-        counter=kit.counter(merger),
-        user_text=text,
-        view=view,
-        emit=emit,
-        budget=kit.budgets.merger,
-    )
+        plan, outcome.results, model=crew.merger, counter=kit.counter(crew.merger),
+        user_text=ask.text, view=ask.view, emit=emit, budget=kit.budgets.merger,
+    )  # fmt: skip
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
+
+
+def _suspend(plan: Plan, outcome: PlanSuspended, scope: TurnScope, emit: Emit) -> None:
+    """Log what a resume starts from, then announce each call that waits for the user."""
+    emit(suspension_event(plan, outcome))
+    for waiting in outcome.suspended:
+        for event in pending_events(waiting):
+            emit(event)
+        confirmation_pending(session_id=scope.session_id, turn_id=scope.turn_id, waiting=waiting)
 
 
 def failed_steps(results: Sequence[StepResult]) -> tuple[FailedStep, ...]:

@@ -14,23 +14,24 @@ runs carries them too: ``tool.executed`` (``tools.logged``), ``replay.violation`
 
 Tool metrics come from the ``tool.executed`` log events through a structlog processor
 (``count_tool_executions``, installed by ``bosun.log.configure_logging``), not from a call
-here: the tools layer may not import ``stream``, and ``tools.logged`` is the one place
-every execution passes (a turn's calls, resumed ones, undos), with the runner's own
-timing. So those two metrics count only where Bosun's logging is configured, as
-``bosun serve`` does (whatever the log level: the level filter runs after it).
+here: the tools layer may not import ``turn`` (tools drive no loops: docs/architecture.md),
+and ``tools.logged`` is the one place every execution passes (a turn's calls, resumed
+ones, undos), with the runner's own timing. So those two metrics count only where Bosun's
+logging is configured, as ``bosun serve`` does (whatever the log level: the level filter
+runs after it).
 
-``METRICS`` is one registry per process (several apps in one process share it), rendered
-in the Prometheus text format by ``GET /metrics`` (``_metrics``); ``reset`` is for tests.
+``METRICS`` holds the process's metrics (several apps in one process share it) in a
+prometheus-client ``CollectorRegistry`` of its own, which ``GET /metrics`` (``stream``)
+serves in the library's text format; ``reset`` is for tests.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from structlog.typing import EventDict, WrappedLogger
 
 from events import Error, Event, TurnStatus, Usage
@@ -59,162 +60,72 @@ class TurnIdentity(Protocol):
 # metrics
 
 
-class _Family:
-    """One metric family: its name, help, type and label names."""
-
-    kind: Literal["counter", "histogram"]
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        self.name = name
-        self.help = help_text
-        self.labels = tuple(labels)
-
-    def _key(self, labels: Mapping[str, str]) -> tuple[str, ...]:
-        assert set(labels) == set(self.labels), f"{self.name} takes labels {self.labels}"
-        return tuple(labels[name] for name in self.labels)
-
-    def header(self) -> list[str]:
-        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
-
-
-class Counter(_Family):
-    kind = "counter"
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, labels)
-        self.values: dict[tuple[str, ...], float] = {} if labels else {(): 0.0}
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        assert amount >= 0, f"{self.name} only goes up"
-        key = self._key(labels)
-        self.values[key] = self.values.get(key, 0.0) + amount
-
-    def value(self, **labels: str) -> float:
-        return self.values.get(self._key(labels), 0.0)
-
-    def render(self) -> list[str]:
-        return [
-            f"{self.name}{_labels(self.labels, key)} {_number(value)}"
-            for key, value in sorted(self.values.items())
-        ]
-
-
-class Histogram(_Family):
-    kind = "histogram"
-
-    def __init__(
-        self, name: str, help_text: str, buckets: Iterable[float], labels: Sequence[str] = ()
-    ) -> None:
-        super().__init__(name, help_text, labels)
-        self.buckets = tuple(sorted(buckets))
-        self.series: dict[tuple[str, ...], tuple[list[int], float]] = {}
-
-    def observe(self, value: float, **labels: str) -> None:
-        key = self._key(labels)
-        counts, total = self.series.get(key) or ([0] * (len(self.buckets) + 1), 0.0)
-        counts[next((i for i, b in enumerate(self.buckets) if value <= b), len(self.buckets))] += 1
-        self.series[key] = counts, total + value
-
-    def count(self, **labels: str) -> int:
-        series = self.series.get(self._key(labels))
-        return sum(series[0]) if series else 0
-
-    def render(self) -> list[str]:
-        lines: list[str] = []
-        for key, (counts, total) in sorted(self.series.items()):
-            cumulative = 0
-            for bound, n in zip((*self.buckets, math.inf), counts, strict=True):
-                cumulative += n
-                le = ("le", "+Inf" if bound == math.inf else _number(bound))
-                labels = _labels((*self.labels, le[0]), (*key, le[1]))
-                lines.append(f"{self.name}_bucket{labels} {cumulative}")
-            lines.append(f"{self.name}_sum{_labels(self.labels, key)} {_number(total)}")
-            lines.append(f"{self.name}_count{_labels(self.labels, key)} {cumulative}")
-        return lines
-
-
-def _labels(names: Sequence[str], values: Sequence[str]) -> str:
-    if not names:
-        return ""
-    pairs = (f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True))
-    return "{" + ",".join(pairs) + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
 class Metrics:
-    """The process's counters and histograms, in the Prometheus text exposition format."""
+    """The process's counters and histograms, in a prometheus-client registry of their own.
+
+    Not the library's global ``REGISTRY``: a ``Metrics()`` made in a test counts alone, and
+    nothing another library registers ends up on Bosun's ``/metrics``."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # scrapes read while turns write; logs may come off-loop
         self.reset()
 
     def reset(self) -> None:
-        self.turns = Counter("bosun_turns_total", "Turns that ended, by status.", ["status"])
+        """A new, empty registry with every metric at zero (tests)."""
+        registry = self.registry = CollectorRegistry()
+        self.turns = Counter(
+            "bosun_turns", "Turns that ended, by status.", ["status"], registry=registry
+        )
         self.turn_errors = Counter(
-            "bosun_turn_errors_total", "Failed or cancelled turns, by error code.", ["code"]
-        )
+            "bosun_turn_errors", "Failed or cancelled turns, by error code.", ["code"],
+            registry=registry,
+        )  # fmt: skip
         self.tokens = Counter(
-            "bosun_model_tokens_total", "Model tokens used by turns, by kind.", ["kind"]
-        )
+            "bosun_model_tokens", "Model tokens used by turns, by kind.", ["kind"],
+            registry=registry,
+        )  # fmt: skip
         self.cost = Counter(
-            "bosun_model_cost_usd_micros_total", "Model cost of turns in micro-dollars."
-        )
+            "bosun_model_cost_usd_micros", "Model cost of turns in micro-dollars.",
+            registry=registry,
+        )  # fmt: skip
         self.turn_duration = Histogram(
             "bosun_turn_duration_seconds", "Wall time of a turn (or of a resumed part).",
-            TURN_BUCKETS_S,
+            buckets=TURN_BUCKETS_S, registry=registry,
         )  # fmt: skip
         self.tool_executions = Counter(
-            "bosun_tool_executions_total", "Tool calls through the runner, by outcome.",
-            ["tool", "outcome"],
+            "bosun_tool_executions", "Tool calls through the runner, by outcome.",
+            ["tool", "outcome"], registry=registry,
         )  # fmt: skip
         self.tool_duration = Histogram(
-            "bosun_tool_duration_seconds", "Run time of tool calls that ran.", TOOL_BUCKETS_S,
-            ["tool"],
+            "bosun_tool_duration_seconds", "Run time of tool calls that ran.", ["tool"],
+            buckets=TOOL_BUCKETS_S, registry=registry,
         )  # fmt: skip
-
-    @property
-    def families(self) -> tuple[Counter | Histogram, ...]:
-        return (
-            self.turns,
-            self.turn_errors,
-            self.tokens,
-            self.cost,
-            self.turn_duration,
-            self.tool_executions,
-            self.tool_duration,
-        )
 
     def turn_ended(
         self, status: TurnStatus, code: str | None, usage: Usage, seconds: float
     ) -> None:
-        with self._lock:
-            self.turns.inc(status=status)
-            if code is not None:
-                self.turn_errors.inc(code=code)
-            for kind in TOKEN_KINDS:
-                self.tokens.inc(getattr(usage, f"{kind}_tokens"), kind=kind)
-            self.cost.inc(usage.cost_usd_micros)
-            self.turn_duration.observe(seconds)
+        self.turns.labels(status=status).inc()
+        if code is not None:
+            self.turn_errors.labels(code=code).inc()
+        for kind in TOKEN_KINDS:
+            self.tokens.labels(kind=kind).inc(getattr(usage, f"{kind}_tokens"))
+        self.cost.inc(usage.cost_usd_micros)
+        self.turn_duration.observe(seconds)
 
     def tool_executed(self, tool: str, outcome: str, duration_ms: int) -> None:
-        with self._lock:
-            self.tool_executions.inc(tool=tool, outcome=outcome)
-            # Refused, pending and replayed calls did not run (0 ms); nor, as far as the
-            # log line tells, did one that took under half a millisecond.
-            if duration_ms > 0:
-                self.tool_duration.observe(duration_ms / 1000, tool=tool)
+        self.tool_executions.labels(tool=tool, outcome=outcome).inc()
+        # Refused, pending and replayed calls did not run (0 ms); nor, as far as the log
+        # line tells, did one that took under half a millisecond.
+        if duration_ms > 0:
+            self.tool_duration.labels(tool=tool).observe(duration_ms / 1000)
 
-    def render(self) -> str:
-        with self._lock:
-            lines = [line for family in self.families for line in family.header() + family.render()]
-        return "\n".join(lines) + "\n"
+    def value(self, sample: str, **labels: str) -> float:
+        """One sample's value as a scrape would show it (0 before its first count), e.g.
+        ``value("bosun_turns_total", status="failed")``; slow, for tests."""
+        return self.registry.get_sample_value(sample, labels) or 0.0
+
+    def render(self) -> bytes:
+        """Every metric in the Prometheus text format (``CONTENT_TYPE_PLAIN_0_0_4``)."""
+        return generate_latest(self.registry)
 
 
 METRICS = Metrics()

@@ -22,7 +22,7 @@ from context import (
 )
 from events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
 from executors import ExecutorLimits, StepShare
-from planner import Catalogue, PlanLimits, PlanOutcome, make_plan
+from planner import Catalogue, PlanLimits, Planning, PlanOutcome, make_plan
 from providers import Model
 from store import StoredEvent
 from tools import Capabilities, ToolRegistry, UserRole
@@ -52,6 +52,16 @@ class TurnKit:
         if counter is None:
             counter = self._counters[model.name] = TokenCounter(model.name)
         return counter
+
+    def planning(self, role: UserRole, model: Model) -> Planning:
+        """What ``model`` plans with for a caller with ``role``."""
+        return Planning(
+            catalogue=self.catalogue(role),
+            limits=self.plan_limits,
+            timeout_s=self.planner_timeout_s,
+            budget=self.budgets.planner,
+            counter=self.counter(model),
+        )
 
     def catalogue(self, role: UserRole) -> Catalogue:
         """What the planner may pick from, for a caller with ``role``."""
@@ -101,15 +111,7 @@ async def plan_turn(
 ) -> PlanOutcome:
     loaded = [load.describe() for load in loads_from_log(log)]
     return await make_plan(
-        model,
-        text,
-        catalogue=kit.catalogue(role),
-        history=view.messages,
-        loaded=loaded,
-        limits=kit.plan_limits,
-        timeout_s=kit.planner_timeout_s,
-        budget=kit.budgets.planner,
-        counter=kit.counter(model),
+        model, text, kit.planning(role, model), history=view.messages, loaded=loaded
     )
 
 

@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import assert_never
 
 import structlog
 
@@ -26,7 +27,6 @@ from context import (
 )
 from events import (
     ContextBudget,
-    ContextLoaded,
     Done,
     Error,
     Event,
@@ -36,17 +36,18 @@ from events import (
     TextDelta,
     TurnStatus,
 )
-from executors import PlanSuspended, StepShare, TurnScope
+from executors import PlanSuspended, StepShare, TurnScope, answer
 from planner import Plan
-from providers import Model, ModelError
-from store import EventLog, Store
+from providers import Model, ModelError, StopReason
+from store import Store, StoredEvent
 from tools import ToolContext, UserRole
 from turn import _observe as observe
-from turn._answer import answer
+from turn._appender import BatchingAppender
 from turn._execute import execute_plan
 from turn._metering import BudgetExceededError, TurnMeter
 from turn._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
-from turn._takeover import checkpoint, logged_plan
+from turn._takeover import checkpoint
+from turn._work import Ask, Crew, Direct, Fresh, Resumed, TakenOver, Work, start_of
 
 AGENT_DISABLED = (
     "No model is configured, so the agent is disabled. Start the server with "
@@ -99,47 +100,6 @@ class Turn:
     epoch: int | None = None  # the session's ownership epoch this worker writes under
 
 
-class BatchingAppender:
-    """Appends a turn's events in order, grouping those that arrive during a write.
-
-    With a fast model many deltas share one transaction (group commit); with a slow one
-    each is committed as soon as it arrives. ``close`` writes the closing events and the
-    turn's final status after everything queued before them.
-    """
-
-    def __init__(
-        self, log: EventLog, session_id: str, turn_id: str, epoch: int | None = None
-    ) -> None:
-        self._log = log
-        self._session_id = session_id
-        self._turn_id = turn_id
-        self._epoch = epoch
-        self._pending: list[Event] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    def add(self, event: Event) -> None:
-        self._pending.append(event)
-        if self._writer is None or self._writer.done():
-            if self._writer is not None:
-                self._writer.result()  # surface a failed write instead of losing events
-            self._writer = asyncio.create_task(self._drain())
-
-    async def _drain(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            await self._log.append(
-                self._session_id, batch, turn_id=self._turn_id, epoch=self._epoch
-            )
-
-    async def close(self, events: list[Event], status: TurnStatus) -> None:
-        if self._writer is not None:
-            await asyncio.shield(self._writer)
-        batch, self._pending = [*self._pending, *events], []
-        await self._log.append(
-            self._session_id, batch, turn_id=self._turn_id, finish=status, epoch=self._epoch
-        )
-
-
 async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> TurnStatus:
     """Run ``turn`` to its end and return its final status; never raises but on cancel.
 
@@ -151,7 +111,6 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
     with structlog.contextvars.bound_contextvars(**ids, turn_id=turn.turn_id):
         started = time.perf_counter()
         observe.turn_started(turn, resumed=turn.resume is not None)
-        log = _log.bind(trace_id=turn.trace_id, session_id=turn.session_id, turn_id=turn.turn_id)
         out = BatchingAppender(store.log, turn.session_id, turn.turn_id, turn.epoch)
         kit = kit or TurnKit()
         meter = TurnMeter(
@@ -177,29 +136,15 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
                 async with asyncio.timeout(turn.timeout_s):
                     await meter.check()
                     deadline = asyncio.get_running_loop().time() + turn.timeout_s
-                    closing, status, failed = await _run(
-                        store, kit, turn, turn.model, out, _Budget(meter, deadline)
-                    )
-        except BudgetExceededError as exc:
-            log.info("turn.budget_exceeded", org_id=turn.org_id)
-            closing, status = [_error(turn, "budget_exceeded", exc.message)], "failed"
-        except TimeoutError:
-            message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
-            closing, status = [_error(turn, "provider_timeout", message)], "failed"
-        except ModelError as exc:
-            log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
-            suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""
-            error = _error(turn, exc.code, exc.message + suffix)
-            closing, status = [replace(error, retry_after_s=exc.retry_after_s)], "failed"
+                    job = _Job(store, kit, turn, turn.model, out, _Budget(meter, deadline))
+                    closing, status, failed = await _run(job)
         except asyncio.CancelledError:
             closing = [_error(turn, "cancelled", "The turn was cancelled")]
             await asyncio.shield(_close(out, turn, closing, "cancelled", meter))
             ended("cancelled")
             raise
         except Exception as exc:
-            log.error("turn.crashed", error_type=type(exc).__name__, exc_info=exc)
-            message = "The turn failed unexpectedly; quote the trace id when reporting it"
-            closing, status = [_error(turn, "internal", message)], "failed"
+            closing, status = [_failure(turn, exc)], "failed"
         await _close(out, turn, closing, status, meter, failed)
         ended(status)
         return status
@@ -248,6 +193,27 @@ def _error(turn: Turn, code: str, message: str) -> Error:
     return Error(code=code, message=message, trace_id=turn.trace_id)
 
 
+def _failure(turn: Turn, exc: Exception) -> Error:
+    """The ``error`` a turn that raised ``exc`` closes with (a classified code)."""
+    log = _log.bind(trace_id=turn.trace_id, session_id=turn.session_id, turn_id=turn.turn_id)
+    match exc:
+        case BudgetExceededError():
+            log.info("turn.budget_exceeded", org_id=turn.org_id)
+            return _error(turn, "budget_exceeded", exc.message)
+        case TimeoutError():
+            message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
+            return _error(turn, "provider_timeout", message)
+        case ModelError():
+            log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
+            suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""
+            error = _error(turn, exc.code, exc.message + suffix)
+            return replace(error, retry_after_s=exc.retry_after_s)
+        case _:
+            log.error("turn.crashed", error_type=type(exc).__name__, exc_info=exc)
+            message = "The turn failed unexpectedly; quote the trace id when reporting it"
+            return _error(turn, "internal", message)
+
+
 @dataclass(frozen=True, slots=True)
 class _Budget:
     """What the turn has spent (the meter) and when it must end."""
@@ -281,84 +247,103 @@ CLOSING_SHARE = 0.1
 """The share of a turn's remaining wall time its steps leave for the merge and closing."""
 
 
-async def _run(
-    store: Store,
-    kit: TurnKit,
-    turn: Turn,
-    model: Model,
-    out: BatchingAppender,
-    budget: _Budget,
-) -> tuple[list[Event], TurnStatus, tuple[FailedStep, ...]]:
-    """Plan, load sources, execute or answer; return the closing events, the status and
-    the plan's steps that failed."""
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """A running turn and what it runs with: the store, the kit, the model that writes
+    its answer, where its events go and what it may still spend."""
+
+    store: Store
+    kit: TurnKit
+    turn: Turn
+    model: Model
+    out: BatchingAppender
+    budget: _Budget
+
+
+Ending = tuple[list[Event], TurnStatus, tuple[FailedStep, ...]]
+"""The closing events, the status, and the plan's steps that failed."""
+
+
+async def _run(job: _Job) -> Ending:
+    """Start as the turn must (decided once), then run its steps or answer directly."""
+    turn, store, out = job.turn, job.store, job.out
     log = await store.log.read(turn.session_id)
     view = history(log, exclude_turn=turn.turn_id)
-    loaded: list[ContextLoaded] = []
-    paused: PlanSuspended | None = None
-    # A dead worker's turn goes on from where its log ends: its plan, if it got that far.
-    mine = [e for e in log if e.turn_id == turn.turn_id] if turn.takeover else []
-    plan = logged_plan(mine)
-    if turn.resume is not None:  # this turn's plan and loads are in the log already
-        plan, paused = turn.resume
-    elif plan is not None:
-        if plan.steps and kit.tools is not None:
-            paused, owed = await checkpoint(store, plan, mine)
-            for event in owed:
-                out.add(event)
-    elif turn.planner is not None:
-        outcome = await plan_turn(kit, turn.planner, turn.text, role=turn.role, view=view, log=log)
-        for event in plan_events(outcome):
+    start = start_of(
+        log, turn_id=turn.turn_id, resume=turn.resume, takeover=turn.takeover,
+        planner=turn.planner,
+    )  # fmt: skip
+    match start:
+        case Fresh():
+            assert turn.planner is not None
+            work = await _plan(job, turn.planner, view, log)
+        case Direct():
+            work = Work()
+        case Resumed(plan=plan, paused=paused):
+            work = Work(plan=plan, paused=paused)
+        case TakenOver(plan=plan, events=mine):
+            work = Work(plan=plan)
+            if plan.steps and job.kit.tools is not None:
+                paused, owed = await checkpoint(store, plan, mine)
+                work = Work(plan=plan, paused=paused)
+                for event in owed:
+                    out.add(event)
+        case _:
+            assert_never(start)
+    ask = Ask(text=turn.text, view=view, knowledge=knowledge(log, work.loaded))
+    runs_steps = work.plan is not None and work.plan.steps and job.kit.tools is not None
+    ending = await (_execute(job, work, ask) if runs_steps else _answer(job, ask))
+    if turn.summariser is not None and not isinstance(start, Resumed):  # done the first time
+        for event in await _upkeep(store, job.kit, turn, turn.summariser, view):
             out.add(event)
-        scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
-        loaded = await load_picked_sources(
-            kit, outcome, scope=scope, log=log, counter=kit.counter(model)
-        )
-        for event in loaded:
-            out.add(event)
-        plan = outcome.plan
-    if plan is not None and plan.steps and kit.tools is not None:
-        executed = await execute_plan(
-            store,
-            kit,
-            plan,
-            executor=turn.executor or model,
-            merger=model,
-            scope=TurnScope(
-                session_id=turn.session_id,
-                turn_id=turn.turn_id,
-                ctx=ToolContext(
-                    store=store, org_id=turn.org_id, user_id=turn.user_id, role=turn.role
-                ),
-            ),
-            text=turn.text,
-            view=view,
-            knowledge=knowledge(log, loaded),
-            emit=out.add,
-            resume=paused,
-            budget=budget.left(kit.turn_budget),
-        )
-        status, stop_reason, failed = executed.status, executed.stop_reason, executed.failed
-    else:
-        reply = await answer(
-            model,
-            turn.text,
-            view=view,
-            knowledge=knowledge(log, loaded),
-            budget=kit.budgets.merger,
-            counter=kit.counter(model),
-            on_text=lambda text: out.add(TextDelta(delta=text)),
-        )
-        out.add(ContextBudget(role="merger", report=reply.report.to_dict()))
-        status, stop_reason, failed = "completed", reply.completion.stop_reason, ()
-    if turn.summariser is not None and turn.resume is None:  # the first part did upkeep
-        for event in await _upkeep(store, kit, turn, turn.summariser, view):
-            out.add(event)
-    done: list[Event] = (
-        []
-        if stop_reason is None
-        else [MessageDone(message_id=turn.message_id, stop_reason=stop_reason)]
+    return ending
+
+
+async def _plan(job: _Job, planner: Model, view: History, log: list[StoredEvent]) -> Work:
+    """Plan the turn and load the sources the plan picked, logging both."""
+    turn, kit = job.turn, job.kit
+    outcome = await plan_turn(kit, planner, turn.text, role=turn.role, view=view, log=log)
+    for event in plan_events(outcome):
+        job.out.add(event)
+    scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
+    loaded = await load_picked_sources(
+        kit, outcome, scope=scope, log=log, counter=kit.counter(job.model)
     )
-    return done, status, failed
+    for event in loaded:
+        job.out.add(event)
+    return Work(plan=outcome.plan, loaded=tuple(loaded))
+
+
+async def _execute(job: _Job, work: Work, ask: Ask) -> Ending:
+    """Run the plan's steps with tools; the executors or the merge write the answer."""
+    turn, kit = job.turn, job.kit
+    ctx = ToolContext(store=job.store, org_id=turn.org_id, user_id=turn.user_id, role=turn.role)
+    executed = await execute_plan(
+        job.store, kit, work, ask,
+        crew=Crew(executor=turn.executor or job.model, merger=job.model),
+        scope=TurnScope(session_id=turn.session_id, turn_id=turn.turn_id, ctx=ctx),
+        emit=job.out.add, budget=job.budget.left(kit.turn_budget),
+    )  # fmt: skip
+    return _closing(turn, executed.stop_reason), executed.status, executed.failed
+
+
+async def _answer(job: _Job, ask: Ask) -> Ending:
+    """No steps to run: write the answer directly from the conversation and knowledge."""
+    kit, out = job.kit, job.out
+    reply = await answer(
+        job.model, ask.text, view=ask.view, knowledge=ask.knowledge,
+        budget=kit.budgets.merger, counter=kit.counter(job.model),
+        on_text=lambda text: out.add(TextDelta(delta=text)),
+    )  # fmt: skip
+    out.add(ContextBudget(role="merger", report=reply.budget.to_dict()))
+    return _closing(job.turn, reply.stop_reason), "completed", ()
+
+
+def _closing(turn: Turn, stop_reason: StopReason | None) -> list[Event]:
+    """``message_done`` for an answer that was written (none for a suspended turn)."""
+    if stop_reason is None:
+        return []
+    return [MessageDone(message_id=turn.message_id, stop_reason=stop_reason)]
 
 
 async def _upkeep(

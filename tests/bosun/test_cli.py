@@ -5,10 +5,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -77,6 +79,22 @@ def test_migrate_is_idempotent(env: dict[str, str], tmp_path: Path) -> None:
         result = run(["migrate"], env, tmp_path)
         assert result.returncode == 0, result.stderr
     assert (tmp_path / "cli.db").exists()
+
+
+def test_migrate_adds_the_demo_tables_when_the_demo_is_on(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    def tables() -> set[str]:
+        with closing(sqlite3.connect(tmp_path / "cli.db")) as db:
+            return {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+
+    off = run(["migrate"], env | {"BOSUN_DEMO": "false"}, tmp_path)
+    without = tables()
+    on = run(["migrate"], env, tmp_path)  # the demo is on by default
+
+    assert off.returncode == on.returncode == 0, off.stderr + on.stderr
+    assert "audit_log" in without and "workouts" not in without
+    assert tables() - without >= {"members", "programs", "workouts", "class_sessions", "tasks"}
 
 
 @pytest.fixture

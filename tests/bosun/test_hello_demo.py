@@ -25,12 +25,11 @@ from bosun.settings import DEV_JWT_SECRET
 from conftest import free_port
 from context import compress_history, make_title
 from context._compress import SUMMARISER_PROMPT, TITLE_CHARS, TITLE_PROMPT
-from executors import EXECUTOR_PROMPT, MERGE_PROMPT
+from executors import ANSWER_PROMPT, EXECUTOR_PROMPT, MERGE_PROMPT
 from helpers import Frame, stream_turn
 from planner import PLANNER_INSTRUCTIONS, Plan
 from providers import Message, ScriptedModel
 from stream import TokenConfig, mint_token
-from turn._answer import ANSWER_PROMPT
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello.yaml"
 PROMPTS = {

@@ -1,4 +1,5 @@
-"""Migrations run once however many workers start at the same moment."""
+"""Migrations run once however many workers start at the same moment; the demo's tables
+come with the demo only; old databases upgrade without losing rows."""
 
 from __future__ import annotations
 
@@ -7,26 +8,50 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
-from bosun.migrate import upgrade
-from store import Store
+from bosun.migrate import alembic_config, upgrade
+from store import Store, metadata
 from store._models import JSONData, UTCDateTime, utcnow
+from tools.demo import seed_demo
+
+DEMO_TABLES = {"class_sessions", "members", "programs", "tasks", "workouts"}
+
+
+def head(branch: str) -> str:
+    """The newest revision of a branch (``core``, ``demo``)."""
+    revision = ScriptDirectory.from_config(alembic_config()).get_revision(f"{branch}@head")
+    assert revision is not None
+    return revision.revision
+
+
+def heads() -> list[str]:
+    """What alembic_version holds once both branches are applied: one row each."""
+    return sorted([head("core"), head("demo")])
+
+
+async def schema(store: Store) -> tuple[set[str], list[str]]:
+    """The database's tables and its alembic_version rows."""
+    async with store.db.read() as conn:
+        tables = await conn.run_sync(lambda c: set(sa.inspect(c).get_table_names()))
+        versions = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalars()
+        return tables, sorted(versions)
 
 
 @pytest.mark.postgres
 async def test_concurrent_upgrades_of_one_database_all_succeed(postgres_url: str) -> None:
     stores = [Store(postgres_url) for _ in range(4)]
     try:
-        await asyncio.gather(*(upgrade(store) for store in stores))
-        async with stores[0].db.read() as conn:
-            versions = list(
-                (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalars()
-            )
+        await asyncio.gather(*(upgrade(store, demo=True) for store in stores))
+        _, versions = await schema(stores[0])
     finally:
         for store in stores:
             await store.close()
-    assert len(versions) == 1 and versions[0] >= "0006"
+    assert versions == heads()  # one row per branch: the core's head and the demo's
 
 
 _ORGS = sa.table("orgs", sa.column("id"), sa.column("tier"), sa.column("created_at"))
@@ -81,9 +106,9 @@ async def _rows_at_0006(store: Store) -> str:
 async def test_0007_keys_tool_executions_by_turn_and_keeps_their_rows(db_url: str) -> None:
     store = Store(db_url)
     try:
-        await upgrade(store, "0006")
+        await upgrade(store, "0006", demo=False)
         session_id = await _rows_at_0006(store)
-        await upgrade(store, "0007")
+        await upgrade(store, "0007", demo=False)
         async with store.db.read() as conn:
             key, indexes = await conn.run_sync(
                 lambda c: (
@@ -119,3 +144,69 @@ async def test_0007_keys_tool_executions_by_turn_and_keeps_their_rows(db_url: st
     assert reused == [None, None]
     assert latest is not None and (latest.turn_id, latest.status) == ("turn_3", "pending")
     assert still == created  # the newest undoable write with that id
+
+
+def _differences(connection: Connection) -> set[str]:
+    """How the database differs from the models (the core's and the demo's tables):
+    ``missing TABLE`` for a table it lacks (or an index of it), else alembic's diff."""
+    found = set()
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    for diff in compare_metadata(context, metadata):
+        if isinstance(diff, tuple) and diff[0] in ("add_table", "add_index"):
+            table = diff[1] if diff[0] == "add_table" else diff[1].table
+            found.add(f"missing {table.name}")
+        else:
+            found.add(repr(diff))
+    return found
+
+
+async def test_the_demo_tables_come_with_the_demo_only(db_url: str) -> None:
+    """With the demo off a database gets the core (the audit log among it) and no demo
+    table; turning the demo on adds them at the next migration, and off again keeps them."""
+    store = Store(db_url)
+    try:
+        await upgrade(store, demo=False)
+        await upgrade(store, demo=False)
+        off = await schema(store)
+        async with store.db.read() as conn:
+            missing = await conn.run_sync(_differences)
+        await upgrade(store, demo=True)
+        on = await schema(store)
+        await upgrade(store, demo=False)
+        off_again = await schema(store)
+    finally:
+        await store.close()
+
+    assert off[0] & DEMO_TABLES == set() and "audit_log" in off[0]
+    assert off[1] == [head("core")]
+    # The core's tables match their models exactly; only the demo's are missing.
+    assert missing == {f"missing {table}" for table in DEMO_TABLES}
+    assert on == (off[0] | DEMO_TABLES, heads())
+    assert off_again == on
+
+
+async def test_a_database_from_before_the_demo_branch_keeps_its_demo_rows(db_url: str) -> None:
+    """Core revision 0003 created the demo's tables before they had a branch of their own:
+    such a database (the tables, with rows, and only the core's head recorded) upgrades with
+    the demo off, then on, and keeps every row."""
+    store = Store(db_url)
+    try:
+        await upgrade(store, demo=True)  # demo_0001 is the old 0003's DDL for these tables
+        async with store.db.write() as conn:
+            await conn.execute(text("DELETE FROM alembic_version WHERE version_num LIKE 'demo%'"))
+        await seed_demo(store, "acme")
+        before = await schema(store)
+        await upgrade(store, demo=False)
+        off = await schema(store)
+        await upgrade(store, demo=True)
+        on = await schema(store)
+        async with store.db.read() as conn:
+            members = await conn.scalar(text("SELECT count(*) FROM members"))
+            missing = await conn.run_sync(_differences)
+    finally:
+        await store.close()
+
+    assert before[0] >= DEMO_TABLES and before[1] == [head("core")]
+    assert off == before
+    assert on == (before[0], heads())
+    assert members == 8 and missing == set()

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from bosun.prune_cli import parse_age, render
+from bosun.cli_args import parse_age
+from bosun.prune_cli import render
 from events import Done, SessionStarted, TextDelta, TurnStatus, UserMessage
 from store import PruneReport, Store
 from store._models import SessionRow, utcnow

@@ -8,13 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 from structlog.testing import capture_logs
 
-from context import (
-    COMPRESS_AFTER_MESSAGES,
-    TokenCounter,
-    compress_history,
-    make_title,
-    needs_compression,
-)
+from context import TokenCounter, compress_history, make_title, needs_compression
+from context._compress import COMPRESS_AFTER_MESSAGES
 from providers import FunctionModel, Message, ModelRequest, ScriptedModel
 
 MESSAGES = [

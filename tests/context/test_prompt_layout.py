@@ -5,15 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from context import (
-    MAX_CACHE_MARKS,
-    PromptParts,
-    cache_marks,
-    canonical_prompt,
-    executor_request,
-    layout_request,
-    prefix_ratio,
-)
+from context import PromptParts, executor_request, layout_request, prefix_ratio
+from context._layout import MAX_CACHE_MARKS, cache_marks, canonical_prompt
 from providers import (
     Message,
     ModelRequest,

@@ -7,13 +7,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError, field_validator
 
-from context import (
-    EXECUTOR_BUDGET,
-    PLANNER_BUDGET,
-    BudgetConfigError,
-    Budgets,
-    SectionBudget,
-)
+from context import EXECUTOR_BUDGET, PLANNER_BUDGET, BudgetConfigError, Budgets
+from context._budget import SectionBudget
 
 
 def test_defaults_follow_the_reference_allocations() -> None:

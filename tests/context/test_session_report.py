@@ -20,8 +20,8 @@ from context import (
     UsageFigures,
     fit_text,
     read_session_budget,
-    session_budget_report,
 )
+from context._session_report import session_budget_report
 from events import (
     ContextBudget,
     ContextLoaded,

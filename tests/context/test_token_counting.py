@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 
 import context._tokens as tokens_module
-from context import (
+from context import EncodingIntegrityError, TokenCounter
+from context._tokens import (
     CLAUDE_SAFETY_FACTOR,
     LARGE_TEXT_CHARS,
     OPEN_MODEL_SAFETY_FACTOR,
-    EncodingIntegrityError,
-    TokenCounter,
     encoding_for,
     load_encoding,
 )

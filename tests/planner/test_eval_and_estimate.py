@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from planner import Catalogue, Plan, PlannedStep, PlanOutcome, make_plan
+from planner import Catalogue, Plan, PlannedStep, Planning, PlanOutcome, make_plan
 from planner._estimate import estimate_execution
 from planner._eval import EvalCase, load_cases, render_html, render_table, run_eval
 from providers import FunctionModel, ModelRequest, Reply, TokenUsage
@@ -16,6 +16,7 @@ CATALOGUE = Catalogue(
     tools={"members.search": "members.search: find", "tasks.create": "tasks.create: add"},
     read_tools=["members.search"],
 )
+PLANNING = Planning(catalogue=CATALOGUE)
 
 
 def keyword_planner(request: ModelRequest) -> Reply:
@@ -59,7 +60,7 @@ async def test_eval_reports_accuracy_confusion_tools_cost_and_latency(tmp_path: 
     seen: list[tuple[int, int]] = []
 
     async def plan(case: EvalCase) -> PlanOutcome:
-        return await make_plan(model, case.message, catalogue=CATALOGUE)
+        return await make_plan(model, case.message, PLANNING)
 
     report = await run_eval(cases, plan, concurrency=2, progress=lambda d, t: seen.append((d, t)))
     summary = report.summary()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from planner import Catalogue, Plan, PlanLimits, find_cycle, make_plan, validate_plan
+from planner import Catalogue, Plan, PlanLimits, Planning, find_cycle, make_plan, validate_plan
 from providers import FunctionModel, ModelError, ModelRequest, Reply, ScriptedModel, TokenUsage
 
 CATALOGUE = Catalogue(
@@ -20,6 +20,7 @@ CATALOGUE = Catalogue(
     read_tools=["members.search", "members.get"],
     sources={"schedule": "upcoming class sessions", "profile": "the user and their org"},
 )
+PLANNING = Planning(catalogue=CATALOGUE)
 
 
 def plan_json(**fields: Any) -> str:
@@ -52,9 +53,9 @@ COMPLEX = plan_json(
 async def test_each_strategy_is_accepted_as_planned() -> None:
     usage = TokenUsage(input_tokens=1_000, output_tokens=100)
     model = ScriptedModel([Reply(text=t, usage=usage) for t in (SIMPLE, TOOL, COMPLEX)])
-    simple = await make_plan(model, "hi!", catalogue=CATALOGUE)
-    tool = await make_plan(model, "find Sam", catalogue=CATALOGUE)
-    complex_ = await make_plan(model, "plan for Sam and Ada", catalogue=CATALOGUE)
+    simple = await make_plan(model, "hi!", PLANNING)
+    tool = await make_plan(model, "find Sam", PLANNING)
+    complex_ = await make_plan(model, "plan for Sam and Ada", PLANNING)
     model.assert_complete()
 
     assert simple.plan == Plan(strategy="simple", reasoning="because")
@@ -82,7 +83,7 @@ async def test_each_strategy_is_accepted_as_planned() -> None:
 async def test_an_unknown_tool_is_repaired_once() -> None:
     bad = plan_json(strategy="tool", steps=[{"id": "s1", "goal": "x", "tools": ["members.nuke"]}])
     model = ScriptedModel([bad, TOOL])
-    outcome = await make_plan(model, "find Sam", catalogue=CATALOGUE)
+    outcome = await make_plan(model, "find Sam", PLANNING)
     assert outcome.attempts == 2 and outcome.repaired
     assert outcome.problems == ("step 's1' uses unknown tools ['members.nuke']",)
     assert outcome.plan.steps[0].tools == ["members.search"]
@@ -100,12 +101,12 @@ async def test_a_cycle_is_repaired_and_bad_json_twice_falls_back() -> None:
             {"id": "b", "goal": "y", "depends_on": ["a"]},
         ],
     )
-    repaired = await make_plan(ScriptedModel([cyclic, SIMPLE]), "hi", catalogue=CATALOGUE)
+    repaired = await make_plan(ScriptedModel([cyclic, SIMPLE]), "hi", PLANNING)
     assert repaired.problems == ("dependency cycle: a -> b -> a",)
     assert repaired.plan.strategy == "simple"
 
     model = ScriptedModel(["not json at all", '{"strategy": "sometimes"}'])
-    fallback = await make_plan(model, "find Sam please", catalogue=CATALOGUE)
+    fallback = await make_plan(model, "find Sam please", PLANNING)
     assert fallback.attempts == 2
     assert fallback.fallback is not None and "still invalid" in fallback.fallback
     assert "not a valid plan JSON" in fallback.problems[0]
@@ -123,7 +124,7 @@ async def test_a_provider_error_is_raised_not_planned_around() -> None:
 
     model = FunctionModel(overloaded)
     with pytest.raises(ModelError) as raised:
-        await make_plan(model, "find Sam", catalogue=CATALOGUE)
+        await make_plan(model, "find Sam", PLANNING)
     assert (raised.value.code, raised.value.retry_after_s) == ("provider_overloaded", 3.0)
     assert len(model.calls) == 1  # no repair round either
 
@@ -133,7 +134,9 @@ async def test_a_timeout_degrades_to_the_fallback() -> None:
         await asyncio.sleep(5)
         return SIMPLE
 
-    timed_out = await make_plan(FunctionModel(slow), "x", catalogue=CATALOGUE, timeout_s=0.05)
+    timed_out = await make_plan(
+        FunctionModel(slow), "x", Planning(catalogue=CATALOGUE, timeout_s=0.05)
+    )
     assert timed_out.fallback == "the planner model did not answer within 0.05 s"
 
 
@@ -170,7 +173,7 @@ async def test_a_long_history_is_fitted_into_the_planner_budget() -> None:
         for i in range(200)
     ]
     model = ScriptedModel([SIMPLE])
-    outcome = await make_plan(model, "and now?", catalogue=CATALOGUE, history=history)
+    outcome = await make_plan(model, "and now?", PLANNING, history=history)
     report = outcome.budget
     assert report is not None
     conversation = next(s for s in report.sections if s.name == "conversation")

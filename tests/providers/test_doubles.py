@@ -22,13 +22,13 @@ from providers import (
     Reply,
     ScriptedModel,
     ScriptExhaustedError,
-    ScriptStep,
     StreamItem,
     TextChunk,
     TokenUsage,
     ToolCall,
     model_from_spec,
 )
+from providers._testing import ScriptStep
 
 
 def _request(text: str = "hello") -> ModelRequest:

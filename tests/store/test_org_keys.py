@@ -6,7 +6,8 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import text
 
-from store import OrgKeys, SecretBox, SecretsKeyError, Store
+from store import OrgKeys, SecretsKeyError, Store
+from store._org_keys import SecretBox
 
 API_KEY = "sk-ant-test-0123456789-wxyz"
 

@@ -14,8 +14,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from events import Done, SessionStarted, TextDelta, TurnStatus, UserMessage
 from store import PruneReport, Store, UsageRecord
-from store._demo_models import AuditLogRow
-from store._models import EventRow, OrgRow, SessionRow, ToolExecutionRow, TurnRow, UsageRow, utcnow
+from store._models import (
+    AuditLogRow,
+    EventRow,
+    OrgRow,
+    SessionRow,
+    ToolExecutionRow,
+    TurnRow,
+    UsageRow,
+    utcnow,
+)
 
 TABLES = (
     ("events", EventRow),

@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 from sqlalchemy import insert, select, text
 
-from bosun.app import build_models
 from bosun.settings import Settings
+from bosun.wiring import build_models
 from conftest import Server, ServerFactory
 from helpers import Frame, stream_post, stream_turn, types
-from store._demo_models import WorkoutRow
 from tools.demo import seed_demo, seed_id
+from tools.demo._tables import WorkoutRow
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
 ORG = "dev-org"  # the script names its seeded records

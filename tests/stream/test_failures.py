@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from bosun.app import build_models
 from bosun.settings import Settings
+from bosun.wiring import build_models
 from conftest import JWT_SECRET, Server, ServerFactory
 from events import (
     Event,

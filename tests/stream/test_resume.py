@@ -15,8 +15,8 @@ from sqlalchemy import select
 from conftest import Server, ServerFactory
 from helpers import Frame, stream_post, stream_turn, types
 from providers import ScriptedModel, ToolResult
-from store._demo_models import ProgramRow, WorkoutRow
 from tools.demo import seed_demo, seed_id
+from tools.demo._tables import ProgramRow, WorkoutRow
 from turn import TurnModels
 
 ORG = "acme"

@@ -20,8 +20,8 @@ from conftest import JWT_SECRET, Server
 from helpers import Frame, stream_post, stream_turn, types
 from providers import ScriptedModel
 from store import Store
-from store._demo_models import WorkoutRow
 from tools.demo import demo_registry, seed_demo, seed_id
+from tools.demo._tables import WorkoutRow
 from turn import TurnKit, TurnModels, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver

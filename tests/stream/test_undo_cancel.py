@@ -16,9 +16,10 @@ from conftest import Server, ServerFactory
 from helpers import Frame, stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, ToolCall
 from store import Store
-from store._demo_models import AuditLogRow, WorkoutRow
+from store._models import AuditLogRow
 from tools import ToolContext, ToolRegistry
 from tools.demo import seed_demo
+from tools.demo._tables import WorkoutRow
 from turn import TurnKit, TurnModels, TurnRoleModels, TurnRunner
 
 

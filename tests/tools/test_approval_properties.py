@@ -51,14 +51,7 @@ from executors import ExecutorKit, ExecutorLimits, TurnScope, run_step
 from planner import PlannedStep
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import Store, ToolExecutionRecord
-from store._demo_models import (
-    AuditLogRow,
-    ClassSessionRow,
-    MemberRow,
-    ProgramRow,
-    TaskRow,
-    WorkoutRow,
-)
+from store._models import AuditLogRow
 from tools import (
     Capabilities,
     ToolCallRequest,
@@ -70,6 +63,7 @@ from tools import (
     UserRole,
 )
 from tools.demo import demo_registry, seed_demo
+from tools.demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 
 DEMO = demo_registry()
 BY_ANY_NAME = {t.name: t for t in DEMO} | {t.wire_name: t for t in DEMO}
@@ -392,7 +386,7 @@ async def _tables(store: Store) -> dict[str, dict[str, dict[str, Any]]]:
 async def _build_template(path: Path) -> Template:
     store = Store(f"sqlite+aiosqlite:///{path}")
     try:
-        await upgrade(store)
+        await upgrade(store, demo=True)
         await seed_demo(store, ORG)
         await store.sessions.create(org_id=ORG, user_id="ada", session_id=SESSION_ID, title=None)
         tables = await _tables(store)

@@ -14,10 +14,10 @@ from pydantic import BaseModel
 from sqlalchemy import select
 
 from store import Store
-from store._demo_models import AuditLogRow, ProgramRow, WorkoutRow
-from store._models import utcnow
+from store._models import AuditLogRow, utcnow
 from tools import ToolContext, ToolError
 from tools.demo import demo_registry, seed_demo
+from tools.demo._tables import ProgramRow, WorkoutRow
 
 REGISTRY = demo_registry()
 

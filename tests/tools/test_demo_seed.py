@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime
 from sqlalchemy import func, select
 
 from store import Store
-from store._demo_models import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 from store._models import OrgRow
 from tools.demo import seed_demo
+from tools.demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 
 NOW = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 TABLES = (MemberRow, ProgramRow, WorkoutRow, ClassSessionRow, TaskRow)

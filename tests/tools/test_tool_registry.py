@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from tools import ALL_ROLES, Inverse, ToolContext, ToolDef, ToolRegistry, UnknownToolError
+from tools import Inverse, ToolContext, ToolDef, ToolRegistry, UnknownToolError
+from tools._registry import ALL_ROLES
 
 
 class NoteIn(BaseModel):

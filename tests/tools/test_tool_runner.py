@@ -22,9 +22,8 @@ from sqlalchemy import func, select
 from structlog.testing import capture_logs
 
 from store import Store
-from store._demo_models import AuditLogRow, WorkoutRow
+from store._models import AuditLogRow
 from tools import (
-    MAX_RESULT_CHARS,
     Capabilities,
     Inverse,
     ToolCallRequest,
@@ -37,7 +36,9 @@ from tools import (
     ToolRunner,
     UserRole,
 )
+from tools._runner import MAX_RESULT_CHARS
 from tools.demo import demo_registry, seed_demo
+from tools.demo._tables import WorkoutRow
 
 DEMO = demo_registry()
 EDGE = ToolRegistry()

@@ -28,9 +28,9 @@ from events import (
 )
 from providers import ScriptedModel, ToolResult
 from store import StaleOwnerError, Store
-from store._demo_models import WorkoutRow
 from tools import ToolCallRequest, ToolContext, ToolRunner
 from tools.demo import demo_registry, seed_demo
+from tools.demo._tables import WorkoutRow
 from turn import TurnKit, TurnModels, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete, insert, select, update
 
-from store._demo_models import ClassSessionRow, TaskRow
-from store._models import utcnow
+from store import utcnow
 from tools._registry import Inverse, ToolRegistry
 from tools._runtime import ToolContext, ToolError, record_audit
 from tools.demo._common import SESSION_HINT, STAFF, TASK_HINT, new_id, not_found
@@ -24,6 +23,7 @@ from tools.demo._models import (
     TaskRef,
     Tasks,
 )
+from tools.demo._tables import ClassSessionRow, TaskRow
 
 toolset = ToolRegistry()
 

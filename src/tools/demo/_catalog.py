@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import and_, func, or_, select, update
 
-from store._demo_models import MemberRow, ProgramRow, WorkoutRow
-from store._models import utcnow
+from store import utcnow
 from tools._registry import ToolRegistry
 from tools._runtime import ToolContext, ToolError, record_audit
 from tools.demo._common import (
@@ -28,6 +27,7 @@ from tools.demo._models import (
     ProgramsPublish,
     ProgramsPublished,
 )
+from tools.demo._tables import MemberRow, ProgramRow, WorkoutRow
 
 toolset = ToolRegistry()
 

@@ -9,11 +9,11 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store._demo_models import MemberRow, ProgramRow, WorkoutRow
-from store._models import OrgRow, utcnow
+from store import OrgRow, utcnow
 from tools._registry import UserRole
 from tools._runtime import ToolError
 from tools.demo._models import Workout
+from tools.demo._tables import MemberRow, ProgramRow, WorkoutRow
 
 # Staff run the studio; a member (a client of the studio) may only read the catalogue.
 STAFF: frozenset[UserRole] = frozenset({"owner", "staff"})

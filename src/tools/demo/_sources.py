@@ -12,17 +12,9 @@ from typing import Any
 
 from sqlalchemy import Select, func, select
 
-from store import Store
-from store._demo_models import (
-    AuditLogRow,
-    ClassSessionRow,
-    MemberRow,
-    ProgramRow,
-    TaskRow,
-    WorkoutRow,
-)
-from store._models import OrgRow, utcnow
+from store import OrgRow, Store, utcnow
 from tools._registry import UserRole
+from tools.demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 
 MAX_DAYS = 60
 MAX_LIMIT = 100
@@ -147,18 +139,6 @@ async def recent_activity(
     _check("limit", limit, MAX_LIMIT)
     end = now or utcnow()
     since = end - timedelta(days=days_back)
-    audit = (
-        select(
-            AuditLogRow.created_at.label("at"),
-            AuditLogRow.action,
-            AuditLogRow.target,
-            AuditLogRow.agent,
-            AuditLogRow.user_id,
-        )
-        .where(AuditLogRow.org_id == org_id, AuditLogRow.created_at.between(since, end))
-        .order_by(AuditLogRow.created_at.desc(), AuditLogRow.id)
-        .limit(limit + 1)
-    )
     workouts = (
         select(WorkoutRow.id, WorkoutRow.title, WorkoutRow.member_id, WorkoutRow.created_at)
         .where(WorkoutRow.org_id == org_id, WorkoutRow.created_at.between(since, end))
@@ -171,8 +151,19 @@ async def recent_activity(
         .order_by(TaskRow.created_at.desc(), TaskRow.id)
         .limit(limit + 1)
     )
+    entries = await store.audit.recent(org_id, since=since, until=end, limit=limit + 1)
+    audit_rows = [
+        {
+            "at": entry.created_at.isoformat(),
+            "action": entry.action,
+            "target": entry.target,
+            "agent": entry.agent,
+            "user_id": entry.user_id,
+        }
+        for entry in entries[:limit]
+    ]
+    more_audit = len(entries) > limit
     async with store.db.read() as conn:
-        audit_rows, more_audit = _dicts(await conn.execute(audit), limit)
         workout_rows, more_workouts = _dicts(await conn.execute(workouts), limit)
         task_rows, more_tasks = _dicts(await conn.execute(tasks), limit)
     return {

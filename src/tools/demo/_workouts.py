@@ -6,8 +6,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
-from store._demo_models import WorkoutRow
-from store._models import utcnow
+from store import utcnow
 from tools._registry import Inverse, ToolRegistry
 from tools._runtime import ToolContext, ToolError, record_audit
 from tools.demo._common import (
@@ -20,6 +19,7 @@ from tools.demo._common import (
     workout_of,
 )
 from tools.demo._models import Workout, WorkoutCreate, WorkoutDeleted, WorkoutRef, WorkoutUpdate
+from tools.demo._tables import WorkoutRow
 
 toolset = ToolRegistry()
 

@@ -1,45 +1,48 @@
-"""demo domain: members, programs, workouts, class sessions, tasks, audit log
+"""demo domain: members, programs, workouts, class sessions, tasks
 
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-22 00:08:10.439124
+The base of the ``demo`` branch, applied only when the demo is enabled (``bosun.migrate``).
+Core revision ``0003`` created these tables before they had a branch of their own, so a
+database migrated back then has them already: each table is created only when missing,
+and such a database keeps its rows and simply gains this revision.
+
+Revision ID: demo_0001
+Revises:
+Depends on: 0001 (orgs)
+Create Date: 2026-11-24 09:00:00
 """
 
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
-revision: str = "0003"
-down_revision: str | None = "0002"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+revision: str = "demo_0001"
+down_revision: str | None = None
+branch_labels: str | Sequence[str] | None = ("demo",)
+depends_on: str | Sequence[str] | None = "0001"
 
 
 def upgrade() -> None:
-    op.create_table(
-        "audit_log",
-        sa.Column("id", sa.String(length=36), nullable=False),
-        sa.Column("org_id", sa.String(length=128), nullable=False),
-        sa.Column("user_id", sa.String(length=128), nullable=False),
-        sa.Column("agent", sa.Boolean(), nullable=False),
-        sa.Column("action", sa.String(length=64), nullable=False),
-        sa.Column("target", sa.String(length=128), nullable=False),
-        sa.Column(
-            "detail",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
-        sa.Column("tool_use_id", sa.String(length=64), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["org_id"], ["orgs.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id"),
+    existing = set(sa.inspect(op.get_bind()).get_table_names())
+    tables = (  # members and programs before workouts, which refer to them
+        ("class_sessions", _class_sessions),
+        ("members", _members),
+        ("programs", _programs),
+        ("tasks", _tasks),
+        ("workouts", _workouts),
     )
-    with op.batch_alter_table("audit_log", schema=None) as batch_op:
-        batch_op.create_index("ix_audit_log_org_created", ["org_id", "created_at"], unique=False)
-        batch_op.create_index("ix_audit_log_tool_use", ["tool_use_id"], unique=False)
+    for table, create in tables:
+        if table not in existing:  # core 0003 created it, before this branch existed
+            create()
 
+
+def downgrade() -> None:
+    # Dropping a table drops its indexes too.
+    for table in ("workouts", "tasks", "programs", "members", "class_sessions"):
+        op.drop_table(table)
+
+
+def _class_sessions() -> None:
     op.create_table(
         "class_sessions",
         sa.Column("id", sa.String(length=36), nullable=False),
@@ -58,6 +61,8 @@ def upgrade() -> None:
     with op.batch_alter_table("class_sessions", schema=None) as batch_op:
         batch_op.create_index("ix_class_sessions_org_starts", ["org_id", "starts_at"], unique=False)
 
+
+def _members() -> None:
     op.create_table(
         "members",
         sa.Column("id", sa.String(length=36), nullable=False),
@@ -79,6 +84,8 @@ def upgrade() -> None:
             "ix_members_org_name", ["org_id", "last_name", "first_name"], unique=False
         )
 
+
+def _programs() -> None:
     op.create_table(
         "programs",
         sa.Column("id", sa.String(length=36), nullable=False),
@@ -95,6 +102,8 @@ def upgrade() -> None:
     with op.batch_alter_table("programs", schema=None) as batch_op:
         batch_op.create_index("ix_programs_org", ["org_id"], unique=False)
 
+
+def _tasks() -> None:
     op.create_table(
         "tasks",
         sa.Column("id", sa.String(length=36), nullable=False),
@@ -111,6 +120,8 @@ def upgrade() -> None:
     with op.batch_alter_table("tasks", schema=None) as batch_op:
         batch_op.create_index("ix_tasks_org_done_due", ["org_id", "done", "due_on"], unique=False)
 
+
+def _workouts() -> None:
     op.create_table(
         "workouts",
         sa.Column("id", sa.String(length=36), nullable=False),
@@ -133,9 +144,3 @@ def upgrade() -> None:
         batch_op.create_index(
             "ix_workouts_org_scheduled", ["org_id", "scheduled_for"], unique=False
         )
-
-
-def downgrade() -> None:
-    # Dropping a table drops its indexes too.
-    for table in ("workouts", "tasks", "programs", "members", "class_sessions", "audit_log"):
-        op.drop_table(table)

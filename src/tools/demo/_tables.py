@@ -1,19 +1,20 @@
 """Tables of the demo domain (a fitness studio) that the demo toolset reads and writes.
 
-They live in ``store``'s metadata so alembic sees them. Every row carries ``org_id`` and
-every query of the demo tools filters on it: one org never sees another's rows. Ids are
-short prefixed strings (``mem_…``, ``wo_…``) because models read and repeat them.
+They are declared on the store's ``Base`` (its metadata, so alembic's autogenerate sees
+them) but created only by the demo's own migration branch (``migrations/demo``), which
+Bosun applies when the demo is enabled. Every row carries ``org_id`` and every query of
+the demo tools filters on it: one org never sees another's rows. Ids are short prefixed
+strings (``mem_…``, ``wo_…``) because models read and repeat them.
 """
 
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
 
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from store._models import Base, utcnow
+from store import Base, utcnow
 
 _ORG_FK = "orgs.id"
 
@@ -104,27 +105,3 @@ class TaskRow(Base):
     assignee: Mapped[str | None] = mapped_column(String(128), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class AuditLogRow(Base):
-    """Who changed what: append-only; ``agent`` tells agent actions from human ones.
-
-    ``tool_use_id`` links the row to the tool execution that wrote it (and so an undo's
-    row to the original's).
-    """
-
-    __tablename__ = "audit_log"
-    __table_args__ = (
-        Index("ix_audit_log_org_created", "org_id", "created_at"),
-        Index("ix_audit_log_tool_use", "tool_use_id"),
-    )
-
-    id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    org_id: Mapped[str] = mapped_column(ForeignKey(_ORG_FK, ondelete="CASCADE"))
-    user_id: Mapped[str] = mapped_column(String(128))
-    agent: Mapped[bool] = mapped_column(Boolean, default=False)
-    action: Mapped[str] = mapped_column(String(64))
-    target: Mapped[str] = mapped_column(String(128))
-    detail: Mapped[dict[str, Any]]
-    tool_use_id: Mapped[str | None] = mapped_column(String(64), default=None)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)

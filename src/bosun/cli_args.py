@@ -1,0 +1,154 @@
+"""The ``bosun`` command line's shape: every command and its arguments, nothing they run.
+
+It imports the standard library only, so ``bosun --help``, ``bosun --version`` and
+``bosun COMMAND --help`` answer before settings, providers, the store or the HTTP stack
+load (``bench/cli_start.py`` times them). The commands run from ``bosun.commands``, which
+``bosun.cli`` imports once the line has parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
+
+from bosun import __version__
+
+if TYPE_CHECKING:
+    _Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+
+# tools.UserRole spelled out (importing tools loads the store); a test keeps them equal.
+USER_ROLES = ("owner", "staff", "member")
+DEV_USER, DEV_ORG = "dev", "dev-org"  # whom `serve --dev` signs a token for; `chat` asks as
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: ``bosun [--version] COMMAND ...``."""
+    parser = argparse.ArgumentParser(
+        prog="bosun", description="Planner/executor agent orchestration service."
+    )
+    parser.add_argument("--version", action="version", version=f"bosun {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_serve, _migrate, _token, _org_tier, _chat, _plan, _budget, _prune):
+        add(commands)
+    return parser
+
+
+def _database_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
+
+
+def _serve(commands: _Commands) -> None:
+    serve = commands.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--dev", action="store_true", help="allow the development JWT secret and print a token"
+    )
+    serve.add_argument(
+        "--model", metavar="SPEC", help="model for every role, e.g. scripted:replies.yaml"
+    )
+    _database_url(serve)
+    serve.add_argument(
+        "--no-migrate", action="store_true", help="do not apply migrations at start-up"
+    )
+
+
+def _migrate(commands: _Commands) -> None:
+    migrate = commands.add_parser("migrate", help="apply database migrations")
+    _database_url(migrate)
+    migrate.add_argument("--revision", default="head")
+
+
+def _token(commands: _Commands) -> None:
+    token = commands.add_parser("token", help="print a bearer token for local use")
+    token.add_argument("--user", required=True)
+    token.add_argument("--org", required=True)
+    token.add_argument("--role", default="member", help=f"one of {', '.join(USER_ROLES)}")
+    token.add_argument("--ttl", type=int, help="lifetime in seconds (default: token_ttl_s)")
+
+
+def _org_tier(commands: _Commands) -> None:
+    tier = commands.add_parser("org-tier", help="show or set an org's tier (its daily cap)")
+    tier.add_argument("--org", required=True)
+    tier.add_argument("--tier", help="one of the configured tiers (caps.tiers); omit to show")
+    _database_url(tier)
+
+
+def _chat(commands: _Commands) -> None:
+    chat = commands.add_parser("chat", help="run one turn in this process and print its events")
+    chat.add_argument("message", help="the user's message")
+    chat.add_argument("--session", metavar="ID", help="go on with this session")
+    chat.add_argument("--model", metavar="SPEC", help="model for every role")
+    chat.add_argument("--user", default=DEV_USER, help=f"who asks (default {DEV_USER})")
+    chat.add_argument("--org", default=DEV_ORG, help=f"their org (default {DEV_ORG})")
+    chat.add_argument("--role", default="owner", choices=USER_ROLES, help="their role")
+    chat.add_argument("--json", action="store_true", help="print every event as a JSON line")
+    _database_url(chat)
+
+
+def _plan(commands: _Commands) -> None:
+    plan = commands.add_parser(
+        "plan", help="planner-only dry run of a message, or --eval a labelled set"
+    )
+    plan.add_argument("message", nargs="?", help="the message to plan")
+    plan.add_argument("--model", metavar="SPEC", help="planner model (default: models.planner)")
+    plan.add_argument("--role", default="owner", choices=USER_ROLES, help="plan as this role")
+    plan.add_argument("--json", action="store_true", help="print JSON")
+    plan.add_argument("--eval", type=Path, metavar="FILE.jsonl", help="evaluate a labelled set")
+    plan.add_argument("--out", type=Path, metavar="REPORT.html", help="with --eval: HTML report")
+    plan.add_argument("--concurrency", type=int, default=4, help="with --eval: calls at once")
+
+
+def _budget(commands: _Commands) -> None:
+    budget = commands.add_parser(
+        "budget", help="print a session's token-budget report (per turn and model call)"
+    )
+    budget.add_argument("session", metavar="SESSION", help="the session id")
+    budget.add_argument("--json", action="store_true", help="print the report as JSON")
+    budget.add_argument("--html", metavar="FILE", type=Path, help="also write an HTML page")
+    _database_url(budget)
+
+
+def _prune(commands: _Commands) -> None:
+    prune = commands.add_parser(
+        "prune",
+        help="delete finished sessions last active before a cutoff (dry run unless --apply)",
+    )
+    prune.add_argument(
+        "--older-than",
+        required=True,
+        type=parse_age,
+        metavar="AGE",
+        help="sessions last active longer ago than this: 90d, 12h, 30m, or days",
+    )
+    prune.add_argument("--apply", action="store_true", help="delete (default: only report)")
+    prune.add_argument("--json", action="store_true", help="print the report as JSON")
+    _database_url(prune)
+
+
+_AGE = re.compile(r"(?P<amount>\d+)(?P<unit>[dhm]?)", re.ASCII)
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "": "days"}
+
+
+def parse_age(value: str) -> timedelta:
+    """``90d``, ``12h``, ``30m`` or a plain number of days, as an argparse ``type``."""
+    match = _AGE.fullmatch(value.strip())
+    if match is None or not match["amount"].strip("0"):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an age: give a positive whole number of days (90d or 90), "
+            "hours (12h) or minutes (30m)"
+        )
+    try:
+        age = timedelta(**{_UNITS[match["unit"]]: int(match["amount"])})
+        cutoff_for(age)
+    except (OverflowError, ValueError):
+        raise argparse.ArgumentTypeError(f"{value!r} reaches back too far") from None
+    return age
+
+
+def cutoff_for(age: timedelta) -> datetime:
+    """Now minus ``age``, in whole seconds so the cutoff printed is exactly the one used."""
+    return datetime.now(UTC).replace(microsecond=0) - age

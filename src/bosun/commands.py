@@ -1,0 +1,152 @@
+"""Running a parsed ``bosun`` command line: the settings and logging, then its command.
+
+``bosun.cli`` imports this module only once the line has parsed: from here on the
+settings, providers, the store and the HTTP stack load. ``serve``, ``migrate``, ``token``
+and ``org-tier`` are here; ``chat``, ``plan``, ``budget`` and ``prune`` have their own
+modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from pydantic import ValidationError
+
+from bosun import budget_report, chat_cli, plan_cli, prune_cli
+from bosun.cli_args import DEV_ORG, DEV_USER
+from bosun.log import configure_logging
+from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
+from providers import ModelSpecError
+from store import SecretsKeyError, Store
+from stream import TokenConfig, mint_token
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the settings (the flags over the environment), set up logging, run the command."""
+    try:
+        settings = _settings(args)
+    except (ValidationError, FileNotFoundError) as exc:
+        print(f"bosun: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(fmt=settings.log_format, level=settings.log_level)
+    if args.command == "serve":
+        return _serve(args, settings)
+    if args.command == "plan":
+        return plan_cli.run(args, settings)
+    if args.command == "chat":
+        return chat_cli.run(args, settings)
+    if args.command == "migrate":
+        asyncio.run(_migrate(settings.database_url, args.revision, demo=settings.demo))
+        print(f"migrated {settings.database_url.split('@')[-1]} to {args.revision}")
+        return 0
+    if args.command == "budget":
+        return budget_report.run_budget(args, settings)
+    if args.command == "prune":
+        return prune_cli.run(args, settings)
+    if args.command == "org-tier":
+        return _org_tier(args, settings)
+    assert args.command == "token", args.command
+    return _token(args, settings)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, object] = {}
+    if getattr(args, "database_url", None):
+        overrides["database_url"] = args.database_url
+    settings = load_settings(**overrides)
+    if getattr(args, "model", None):
+        settings.models.default = args.model
+        settings.models.planner = settings.models.executor = None
+        settings.models.merger = settings.models.summariser = None
+    return settings
+
+
+async def _migrate(url: str, revision: str = "head", *, demo: bool) -> None:
+    from bosun.migrate import upgrade  # alembic is only needed when migrating
+
+    store = Store(url)
+    try:
+        await upgrade(store, revision, demo=demo)
+    finally:
+        await store.close()
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from bosun.app import build_app
+
+    if not settings.secret_is_safe() and not args.dev:
+        print(UNSAFE_SECRET_HELP, file=sys.stderr)
+        return 2
+    try:
+        app = build_app(settings, seed_orgs=[DEV_ORG] if args.dev else [])
+    except (ModelSpecError, SecretsKeyError) as exc:
+        print(f"bosun serve: {exc}", file=sys.stderr)
+        return 2
+    if not args.no_migrate:
+        asyncio.run(_migrate(settings.database_url, demo=settings.demo))
+    if args.dev:
+        token = mint_token(
+            TokenConfig(settings.effective_secret(), settings.jwt_algorithm),
+            user=DEV_USER,
+            org=DEV_ORG,
+            role="owner",
+            ttl_s=settings.token_ttl_s,
+        )
+        host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address
+        print(
+            f"Development token (user {DEV_USER}, org {DEV_ORG}, owner):\n{token}\n"
+            f"Web chat, signed in: http://{host}:{args.port}/#token={token}",
+            file=sys.stderr,
+        )
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def _token(args: argparse.Namespace, settings: Settings) -> int:
+    if not settings.secret_is_safe():
+        print("note: signing with the development secret (set BOSUN_JWT_SECRET)", file=sys.stderr)
+    try:
+        token = mint_token(
+            TokenConfig(settings.effective_secret(), settings.jwt_algorithm),
+            user=args.user,
+            org=args.org,
+            role=args.role,
+            ttl_s=args.ttl or settings.token_ttl_s,
+        )
+    except ValueError as exc:
+        print(f"bosun token: {exc}", file=sys.stderr)
+        return 2
+    print(token)
+    return 0
+
+
+def _org_tier(args: argparse.Namespace, settings: Settings) -> int:
+    caps = settings.caps.tiers
+    if args.tier is not None and args.tier not in caps:
+        print(f"bosun org-tier: no tier {args.tier!r} (tiers: {', '.join(caps)})", file=sys.stderr)
+        return 2
+
+    async def run() -> str | None:
+        store = Store(settings.database_url)
+        try:
+            if args.tier is not None:
+                await store.spend.set_tier(args.org, args.tier)
+            return await store.spend.tier(args.org)
+        finally:
+            await store.close()
+
+    tier = asyncio.run(run()) or settings.caps.default_tier
+    cap = caps.get(tier, caps[settings.caps.default_tier])
+    shown = "unmetered" if cap == -1 else f"${cap:,.2f} a day"
+    print(f"org {args.org}: tier {tier} ({shown})")
+    return 0

@@ -1,0 +1,79 @@
+"""``bosun chat``: a turn in-process with no server, and the session kept for later."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from store import Store
+
+HELLO = Path(__file__).parents[2] / "examples" / "hello.yaml"
+PLANNER = "You are the planner of an assistant"
+
+
+def bosun(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOSUN_")}
+    env["BOSUN_DATABASE_URL"] = f"sqlite+aiosqlite:///{db}"
+    return subprocess.run(
+        [sys.executable, "-m", "bosun.cli", *args],
+        env=env, cwd=db.parent, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def answers() -> list[str]:
+    steps = yaml.safe_load(HELLO.read_text())["steps"]
+    return [" ".join(s["text"].split()) for s in steps if "You are Bosun" in s["match"]]
+
+
+async def session_events(db: Path, session_id: str) -> list[str]:
+    store = Store(f"sqlite+aiosqlite:///{db}")
+    try:
+        return [e.type for e in await store.log.read(session_id)]
+    finally:
+        await store.close()
+
+
+def test_a_turn_runs_without_a_server_and_its_session_stays(tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    model = f"scripted:{HELLO}"
+
+    first = bosun("chat", "hello", "--model", model, db=db)
+    session_id = first.stderr.strip().splitlines()[-1].split()[1].rstrip(":")
+    again = bosun("chat", "and then?", "--session", session_id, "--model", model, "--json", db=db)
+
+    assert first.returncode == 0, first.stderr
+    assert " ".join(first.stdout.split()) == answers()[0]  # the answer, streamed to stdout
+    assert "· plan simple" in first.stderr and '"status": "completed"' in first.stderr
+    assert again.returncode == 0, again.stderr
+    events = [json.loads(line) for line in again.stdout.splitlines()]
+    assert events[0]["type"] == "session_started" and events[-1]["type"] == "done"
+    assert events[-1]["session_id"] == session_id and events[-1]["status"] == "completed"
+    kinds = asyncio.run(session_events(db, session_id))
+    assert kinds.count("user_message") == 2 and kinds.count("done") == 2
+
+
+def test_another_users_session_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    model = f"scripted:{HELLO}"
+    first = bosun("chat", "hello", "--model", model, db=db)
+    session_id = first.stderr.strip().splitlines()[-1].split()[1].rstrip(":")
+
+    other = bosun("chat", "hi", "--session", session_id, "--user", "eve", "--model", model, db=db)
+
+    assert other.returncode == 2 and "no session" in other.stderr
+
+
+def test_the_turn_package_needs_no_http() -> None:
+    probe = (
+        "import sys, turn, bosun.chat_cli; print(sorted({'litestar', 'jwt'} & set(sys.modules)))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert loaded.stdout.strip() == "[]"
