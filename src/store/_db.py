@@ -8,15 +8,30 @@ instead of spinning on the file lock. PostgreSQL uses one asyncpg pool for both.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from store._writer import SqliteWriter
+
+T = TypeVar("T")
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def _configure_sqlite(dbapi_connection: Any) -> None:
+    # Take transaction control away from the driver so we can say BEGIN IMMEDIATE.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
 
 
 def _sqlite_engine(url: str, *, begin: str, pool_size: int) -> AsyncEngine:
@@ -24,14 +39,7 @@ def _sqlite_engine(url: str, *, begin: str, pool_size: int) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Take transaction control away from the driver so we can say BEGIN IMMEDIATE.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
+        _configure_sqlite(dbapi_connection)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Connection) -> None:
@@ -49,10 +57,12 @@ class Database:
             self.dialect = "sqlite"
             self.writer = _sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=1)
             self.reader = _sqlite_engine(url, begin="BEGIN", pool_size=8)
+            self._hot: SqliteWriter | None = SqliteWriter(url, _configure_sqlite)
         elif url.startswith("postgresql"):
             self.dialect = "postgresql"
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
             self.reader = self.writer
+            self._hot = None
         else:
             raise ValueError(
                 f"Unsupported database URL {url!r}: use sqlite+aiosqlite:///PATH "
@@ -65,12 +75,24 @@ class Database:
         async with self.writer.begin() as conn:
             yield conn
 
+    async def run_write(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` (a plain function of a connection) in a write transaction and return
+        its result once committed: the hot path. On SQLite the process's writer thread
+        runs it, batched with other writes in one commit; on PostgreSQL it runs on the
+        async engine (``run_sync``), one transaction each."""
+        if self._hot is not None:
+            return await self._hot.run(fn)
+        async with self.writer.begin() as conn:
+            return await conn.run_sync(fn)
+
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self.reader.begin() as conn:
             yield conn
 
     async def close(self) -> None:
+        if self._hot is not None:
+            await self._hot.close()
         await self.writer.dispose()
         if self.reader is not self.writer:
             await self.reader.dispose()

@@ -7,12 +7,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
+from store import _hot as hot
 from store._db import Database
 from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
 
@@ -44,21 +45,55 @@ class StoredEvent:
         return parse_event(self.data)
 
 
+class Wake(asyncio.Event):
+    """A reader's wake-up, carrying the events this process committed since the reader
+    last took them: a live tail reads them from memory, not back from the database."""
+
+    MAX_HELD = 4096  # past this, the reader re-reads the log instead
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held: list[StoredEvent] | None = []
+
+    def hold(self, events: Sequence[StoredEvent] | None) -> None:
+        if events is None:  # committed elsewhere (another worker): only the log knows
+            self._held = None
+        elif self._held is not None:
+            self._held.extend(events)
+            if len(self._held) > self.MAX_HELD:
+                self._held = None
+        self.set()
+
+    def take_after(self, cursor: int) -> list[StoredEvent] | None:
+        """The held events after ``cursor`` if they continue it without a gap (``[]`` for
+        none), else ``None``: the reader must read the log. Clears what it held."""
+        held, self._held = self._held, []
+        if held is None:
+            return None
+        held.sort(key=lambda e: e.seq)
+        fresh = [e for e in held if e.seq > cursor]
+        if fresh and any(e.seq != cursor + 1 + i for i, e in enumerate(fresh)):
+            return None
+        return fresh
+
+
 class LogNotifier:
     """In-process wake-ups for log readers, keyed by session.
 
     A reader registers before it reads, so an append that commits between its read and
-    its wait still wakes it. On PostgreSQL other workers' appends arrive by ``NOTIFY``
-    (``store._notify``), with ``poll_s`` re-reads as the fallback.
+    its wait still wakes it. Appends of this process hand their committed events to the
+    readers (``Wake.take_after``); on PostgreSQL other workers' appends arrive by
+    ``NOTIFY`` (``store._notify``) with no events, so those readers read the log, and
+    ``poll_s`` re-reads are the fallback.
     """
 
     def __init__(self, *, poll_s: float | None = None) -> None:
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters: dict[str, set[Wake]] = {}
         self.poll_s = poll_s  # readers also re-read this often (other workers' appends)
 
     @contextmanager
-    def listen(self, session_id: str) -> Iterator[asyncio.Event]:
-        wake = asyncio.Event()
+    def listen(self, session_id: str) -> Iterator[Wake]:
+        wake = Wake()
         self._waiters.setdefault(session_id, set()).add(wake)
         try:
             yield wake
@@ -69,9 +104,11 @@ class LogNotifier:
                 if not waiters:
                     del self._waiters[session_id]
 
-    def notify(self, session_id: str) -> None:
+    def notify(self, session_id: str, events: Sequence[StoredEvent] | None = None) -> None:
+        """Wake the session's readers; ``events`` are what this process just committed
+        (``None``: something changed that only the log can tell)."""
         for wake in self._waiters.get(session_id, ()):
-            wake.set()
+            wake.hold(events)
 
 
 class EventLog:
@@ -98,11 +135,14 @@ class EventLog:
         epoch: a stale owner gets ``StaleOwnerError`` and nothing is written.
         """
         assert finish is None or turn_id is not None, "finishing needs the turn id"
-        async with self._db.write() as conn:
-            stored, _ = await self._insert(conn, session_id, events, turn_id, epoch)
-            await self._notify_others(conn, session_id)
+        postgres = self._db.dialect == "postgresql"
+
+        def write(conn: Connection) -> list[StoredEvent]:
+            stored, _ = _insert(conn, session_id, events, turn_id, epoch)
+            if postgres:
+                _notify_others(conn, session_id)
             if finish is not None:
-                await conn.execute(
+                conn.execute(
                     update(TurnRow)
                     .where(TurnRow.id == turn_id)
                     .values(
@@ -112,7 +152,10 @@ class EventLog:
                         lease_until=None,
                     )
                 )
-        self.notifier.notify(session_id)
+            return stored
+
+        stored = await self._db.run_write(write)
+        self.notifier.notify(session_id, stored)
         return stored
 
     async def close_unanswered(
@@ -137,9 +180,9 @@ class EventLog:
                 .values(status=status, completed_at=utcnow())
             )
             done = Done(session_id=session_id, status=status)
-            stored, _ = await self._insert(conn, session_id, [done], turn_id)
-            await self._notify_others(conn, session_id)
-        self.notifier.notify(session_id)
+            stored, _ = await conn.run_sync(_insert, session_id, [done], turn_id)
+            await conn.run_sync(self._notify_others, session_id)
+        self.notifier.notify(session_id, stored)
         return stored
 
     async def open_turn(
@@ -168,58 +211,14 @@ class EventLog:
                     job=job,
                 )
             )
-            stored, epoch = await self._insert(conn, session_id, events, turn_id)
-            await self._notify_others(conn, session_id)
-        self.notifier.notify(session_id)
+            stored, epoch = await conn.run_sync(_insert, session_id, events, turn_id)
+            await conn.run_sync(self._notify_others, session_id)
+        self.notifier.notify(session_id, stored)
         return stored, epoch
 
-    async def _notify_others(self, conn: AsyncConnection, session_id: str) -> None:
-        """Wake other workers' readers when this transaction commits (PostgreSQL)."""
+    def _notify_others(self, conn: Connection, session_id: str) -> None:
         if self._db.dialect == "postgresql":
-            await conn.execute(select(func.pg_notify(NOTIFY_CHANNEL, session_id)))
-
-    @staticmethod
-    async def _insert(
-        conn: AsyncConnection,
-        session_id: str,
-        events: Sequence[Event],
-        turn_id: str | None,
-        epoch: int | None = None,
-    ) -> tuple[list[StoredEvent], int]:
-        assert events, "append needs at least one event"
-        now = utcnow()
-        bump = (
-            update(SessionRow)
-            .where(SessionRow.id == session_id)
-            .values(last_seq=SessionRow.last_seq + len(events), updated_at=now)
-            .returning(SessionRow.last_seq, SessionRow.epoch)
-        )
-        if epoch is not None:
-            bump = bump.where(SessionRow.epoch == epoch)
-        row = (await conn.execute(bump)).first()
-        if row is None:
-            exists = await conn.scalar(select(SessionRow.epoch).where(SessionRow.id == session_id))
-            if exists is None:
-                raise SessionNotFoundError(f"No session {session_id!r} to append to")
-            raise StaleOwnerError(
-                f"Session {session_id!r} is at epoch {exists}, not {epoch}: another worker "
-                f"took turn {turn_id!r} over"
-            )
-        last, current = int(row[0]), int(row[1])
-        first = last - len(events) + 1
-        rows: list[dict[str, Any]] = [
-            {
-                "session_id": session_id,
-                "seq": first + i,
-                "turn_id": turn_id,
-                "type": ev.type,
-                "data": event_data(ev),
-                "created_at": now,
-            }
-            for i, ev in enumerate(events)
-        ]
-        await conn.execute(insert(EventRow), rows)
-        return [StoredEvent(**row) for row in rows], current
+            _notify_others(conn, session_id)
 
     async def read(
         self,
@@ -258,3 +257,67 @@ class EventLog:
                 )
             )
         return int(value or 0)
+
+
+def _notify_others(conn: Connection, session_id: str) -> None:
+    """Wake other workers' readers when this transaction commits (PostgreSQL)."""
+    conn.execute(select(func.pg_notify(NOTIFY_CHANNEL, session_id)))
+
+
+def _insert(
+    conn: Connection,
+    session_id: str,
+    events: Sequence[Event],
+    turn_id: str | None,
+    epoch: int | None = None,
+) -> tuple[list[StoredEvent], int]:
+    """Number ``events`` from the session's counter row and insert them; with ``epoch``,
+    only while the session is still at it (``StaleOwnerError`` otherwise)."""
+    assert events, "append needs at least one event"
+    now = utcnow()
+    if hot.runs_on(conn):  # the writer thread: fixed SQL (store._hot)
+        cursor = hot.cursor_of(conn)
+        bumped = hot.bump_sequence(cursor, session_id, len(events), epoch, now)
+        if bumped is None:
+            _refuse(conn, session_id, turn_id, epoch)
+        last, current = bumped
+        first = last - len(events) + 1
+        inserted = hot.insert_events(cursor, session_id, events, turn_id, first, now)
+        return [StoredEvent(**row) for row in inserted], current
+    bump = (
+        update(SessionRow)
+        .where(SessionRow.id == session_id)
+        .values(last_seq=SessionRow.last_seq + len(events), updated_at=now)
+        .returning(SessionRow.last_seq, SessionRow.epoch)
+    )
+    if epoch is not None:
+        bump = bump.where(SessionRow.epoch == epoch)
+    row = conn.execute(bump).first()
+    if row is None:
+        _refuse(conn, session_id, turn_id, epoch)
+    last, current = int(row[0]), int(row[1])
+    first = last - len(events) + 1
+    rows: list[dict[str, Any]] = [
+        {
+            "session_id": session_id,
+            "seq": first + i,
+            "turn_id": turn_id,
+            "type": ev.type,
+            "data": event_data(ev),
+            "created_at": now,
+        }
+        for i, ev in enumerate(events)
+    ]
+    conn.execute(insert(EventRow), rows)
+    return [StoredEvent(**row) for row in rows], current
+
+
+def _refuse(conn: Connection, session_id: str, turn_id: str | None, epoch: int | None) -> NoReturn:
+    """Why an append's counter update matched nothing: no session, or a stale owner."""
+    exists = conn.scalar(select(SessionRow.epoch).where(SessionRow.id == session_id))
+    if exists is None:
+        raise SessionNotFoundError(f"No session {session_id!r} to append to")
+    raise StaleOwnerError(
+        f"Session {session_id!r} is at epoch {exists}, not {epoch}: another worker "
+        f"took turn {turn_id!r} over"
+    )

@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from store._db import Database
 from store._models import Base, OrgRow, UsageRow, utcnow
@@ -77,8 +77,8 @@ class Spend:
             ).first()
         return DaySpend(int(row[0]), int(row[1])) if row else DaySpend(0, 0)
 
-    async def _ensure_day(self, conn: AsyncConnection, org_id: str, day: date) -> None:
-        await conn.execute(
+    def _ensure_day(self, conn: Connection, org_id: str, day: date) -> None:
+        conn.execute(
             self._insert(DailySpendRow)
             .values(
                 org_id=org_id,
@@ -99,35 +99,37 @@ class Spend:
         over the cap: the one call a cap may be passed by).
         """
         spend = DailySpendRow
-        async with self._db.write() as conn:
-            await self._ensure_day(conn, org_id, day)
-            row = (
-                await conn.execute(
-                    update(spend)
-                    .where(
-                        spend.org_id == org_id,
-                        spend.day == day,
-                        or_(
-                            spend.spent_usd_micros + spend.reserved_usd_micros + amount <= cap,
-                            (spend.reserved_usd_micros == 0) & (spend.spent_usd_micros < cap),
-                        ),
-                    )
-                    .values(reserved_usd_micros=spend.reserved_usd_micros + amount)
-                    .returning(spend.spent_usd_micros, spend.reserved_usd_micros)
+
+        def write(conn: Connection) -> DaySpend | None:
+            self._ensure_day(conn, org_id, day)
+            row = conn.execute(
+                update(spend)
+                .where(
+                    spend.org_id == org_id,
+                    spend.day == day,
+                    or_(
+                        spend.spent_usd_micros + spend.reserved_usd_micros + amount <= cap,
+                        (spend.reserved_usd_micros == 0) & (spend.spent_usd_micros < cap),
+                    ),
                 )
+                .values(reserved_usd_micros=spend.reserved_usd_micros + amount)
+                .returning(spend.spent_usd_micros, spend.reserved_usd_micros)
             ).first()
-        return DaySpend(int(row[0]), int(row[1])) if row else None
+            return DaySpend(int(row[0]), int(row[1])) if row else None
+
+        return await self._db.run_write(write)
 
     async def release(self, org_id: str, day: date, amount: int) -> None:
         """Give back a reservation whose call recorded nothing (it failed or was cut off)."""
         if amount:
             spend = DailySpendRow
-            async with self._db.write() as conn:
-                await conn.execute(
+            await self._db.run_write(
+                lambda conn: conn.execute(
                     update(spend)
                     .where(spend.org_id == org_id, spend.day == day)
                     .values(reserved_usd_micros=spend.reserved_usd_micros - amount)
                 )
+            )
 
     async def settle(
         self, usage: UsageRecord, *, day: date, reserved: int = 0, per_call: bool = True
@@ -138,9 +140,10 @@ class Spend:
         daily roll-ups only."""
         spend = DailySpendRow
         now = utcnow()
-        async with self._db.write() as conn:
+
+        def write(conn: Connection) -> DaySpend | None:
             if per_call:
-                await conn.execute(insert(UsageRow).values(**_usage_values(usage), created_at=now))
+                conn.execute(insert(UsageRow).values(**_usage_values(usage), created_at=now))
             daily = self._insert(DailyUsageRow).values(
                 org_id=usage.org_id,
                 user_id=usage.user_id,
@@ -152,7 +155,7 @@ class Spend:
                 cache_write_tokens=usage.cache_write_tokens,
                 cost_usd_micros=usage.cost_usd_micros,
             )
-            await conn.execute(
+            conn.execute(
                 daily.on_conflict_do_update(
                     index_elements=["org_id", "user_id", "day"],
                     set_={
@@ -179,7 +182,7 @@ class Spend:
                 updated_at=now,
             )
             row = (
-                await conn.execute(
+                conn.execute(
                     day_row.on_conflict_do_update(
                         index_elements=["org_id", "day"],
                         set_={
@@ -190,7 +193,9 @@ class Spend:
                     ).returning(spend.spent_usd_micros, spend.reserved_usd_micros)
                 )
             ).one()
-        return DaySpend(int(row[0]), int(row[1]))
+            return DaySpend(int(row[0]), int(row[1]))
+
+        return await self._db.run_write(write)
 
     async def raise_alert(self, org_id: str, day: date, pct: int) -> int | None:
         """Mark the day's alerts as sent up to ``pct``; returns the level sent before, or

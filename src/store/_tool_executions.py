@@ -22,8 +22,9 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, and_, null, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
+from store import _hot as hot
 from store._db import Database
 from store._models import ToolExecutionRow, utcnow
 
@@ -102,9 +103,9 @@ class ToolExecutions:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def _insert_pending(
+    def _insert_pending(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         *,
         tool_use_id: str,
         session_id: str,
@@ -114,7 +115,7 @@ class ToolExecutions:
         key: str,
     ) -> bool:
         dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
-        inserted = await conn.execute(
+        inserted = conn.execute(
             dialect_insert(ToolExecutionRow)
             .values(
                 tool_use_id=tool_use_id,
@@ -147,26 +148,29 @@ class ToolExecutions:
         decides what it means.
         """
         key = idempotency_key(turn_id, tool_use_id)
-        async with self._db.write() as conn:
-            if await self._insert_pending(
-                conn,
-                tool_use_id=tool_use_id,
-                session_id=session_id,
-                turn_id=turn_id,
-                tool=tool,
-                input=input,
-                key=key,
-            ):
+
+        def write(conn: Connection) -> ToolExecutionRecord | None:
+            if hot.runs_on(conn):  # the writer thread: fixed SQL (store._hot)
+                inserted = hot.insert_pending(
+                    hot.cursor_of(conn), tool_use_id=tool_use_id, session_id=session_id,
+                    turn_id=turn_id, tool=tool, input=input, key=key, now=utcnow(),
+                )  # fmt: skip
+            else:
+                inserted = self._insert_pending(
+                    conn, tool_use_id=tool_use_id, session_id=session_id, turn_id=turn_id,
+                    tool=tool, input=input, key=key,
+                )  # fmt: skip
+            if inserted:
                 return None
-            row = (
-                await conn.execute(
-                    select(*_COLUMNS).where(
-                        or_(ToolExecutionRow.idempotency_key == key, _call(turn_id, tool_use_id))
-                    )
+            row = conn.execute(
+                select(*_COLUMNS).where(
+                    or_(ToolExecutionRow.idempotency_key == key, _call(turn_id, tool_use_id))
                 )
             ).first()
-        assert row is not None, "an insert that did nothing must have met an existing row"
-        return ToolExecutionRecord(**row._asdict())
+            assert row is not None, "an insert that did nothing must have met an existing row"
+            return ToolExecutionRecord(**row._asdict())
+
+        return await self._db.run_write(write)
 
     async def reopen(self, tool_use_id: str, *, turn_id: str) -> bool:
         """Put a ``failed`` execution back to ``pending`` before running it again (a
@@ -198,22 +202,29 @@ class ToolExecutions:
     ) -> ToolExecutionRecord | None:
         """Record how a ``pending`` (or ``approved``) execution ended. Returns ``None`` if it
         was neither (someone else settled it first: the stored result stands)."""
-        async with self._db.write() as conn:
-            row = (
-                await conn.execute(
-                    update(ToolExecutionRow)
-                    .where(_call(turn_id, tool_use_id), ToolExecutionRow.status.in_(_RUNNABLE))
-                    .values(
-                        status=status,
-                        output=_json(output),
-                        error=_json(error),
-                        inverse=_json(inverse),
-                        completed_at=utcnow(),
-                    )
-                    .returning(*_COLUMNS)
+
+        def write(conn: Connection) -> ToolExecutionRecord | None:
+            if hot.runs_on(conn):  # the writer thread: fixed SQL (store._hot)
+                settled = hot.finish_execution(
+                    hot.cursor_of(conn), tool_use_id=tool_use_id, turn_id=turn_id,
+                    status=status, output=output, error=error, inverse=inverse, now=utcnow(),
+                )  # fmt: skip
+                return None if settled is None else ToolExecutionRecord(**settled)
+            row = conn.execute(
+                update(ToolExecutionRow)
+                .where(_call(turn_id, tool_use_id), ToolExecutionRow.status.in_(_RUNNABLE))
+                .values(
+                    status=status,
+                    output=_json(output),
+                    error=_json(error),
+                    inverse=_json(inverse),
+                    completed_at=utcnow(),
                 )
+                .returning(*_COLUMNS)
             ).first()
-        return ToolExecutionRecord(**row._asdict()) if row else None
+            return ToolExecutionRecord(**row._asdict()) if row else None
+
+        return await self._db.run_write(write)
 
     async def mark_rejected(
         self,
@@ -231,15 +242,12 @@ class ToolExecutions:
         wins over anything that has not run. A row that succeeded is returned unchanged."""
         key = idempotency_key(turn_id, tool_use_id)
         async with self._db.write() as conn:
-            await self._insert_pending(
-                conn,
-                tool_use_id=tool_use_id,
-                session_id=session_id,
-                turn_id=turn_id,
-                tool=tool,
-                input=input,
-                key=key,
-            )
+            await conn.run_sync(
+                lambda sync: self._insert_pending(
+                    sync, tool_use_id=tool_use_id, session_id=session_id, turn_id=turn_id,
+                    tool=tool, input=input, key=key,
+                )
+            )  # fmt: skip
             await conn.execute(
                 update(ToolExecutionRow)
                 .where(

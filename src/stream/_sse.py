@@ -2,7 +2,10 @@
 
 A stream never runs a turn: it reads the log after its cursor, sends what it finds, and
 waits for a wake-up or the keep-alive tick. So a dropped client loses nothing, and a
-re-attached one gets every later event exactly once.
+re-attached one gets every later event exactly once. Once caught up, a stream takes the
+events this process committed from its wake-up (in memory, after the commit) as long as
+they continue its cursor without a gap; anything else (another worker's events, a gap, a
+backlog) sends it back to the log.
 """
 
 from __future__ import annotations
@@ -39,10 +42,18 @@ async def tail(
     """
     cursor = after
     idle_s = 0.0  # since the last frame or keep-alive
+    caught_up = False  # the first round reads the log; later ones take what was committed
     with store.log.notifier.listen(session_id) as wake:
         while True:
             wake.clear()
-            events = await store.log.read(session_id, after=cursor, turn_id=turn_id)
+            held = wake.take_after(cursor) if caught_up else None
+            if held is None:
+                events = await store.log.read(session_id, after=cursor, turn_id=turn_id)
+                caught_up = True
+            else:
+                if held:
+                    cursor = held[-1].seq  # other turns' events move the cursor too
+                events = [e for e in held if turn_id is None or e.turn_id == turn_id]
             if events:
                 # One chunk per read: the transport and the client pay per chunk, not per frame.
                 ends = turn_id is not None and events[-1].type == "done"
@@ -50,7 +61,7 @@ async def tail(
                 if frames:
                     yield frames
                     idle_s = 0.0
-                cursor = events[-1].seq
+                cursor = max(cursor, events[-1].seq)
                 if ends:
                     return
                 continue
@@ -65,6 +76,7 @@ async def tail(
             try:
                 await asyncio.wait_for(wake.wait(), timeout=wait_s)
             except TimeoutError:
+                caught_up = False  # the poll fallback: re-read what other workers wrote
                 idle_s += wait_s
                 if idle_s >= keepalive_s:
                     idle_s = 0.0

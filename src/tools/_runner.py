@@ -163,23 +163,19 @@ class ToolRunner:
             return logged(call, admitted)
         tool, args = admitted
         executions = self.store.tool_executions
-        existing = await executions.get(call.tool_use_id, turn_id=call.turn_id)
+        # Record the call first: a new call is one insert; one recorded before (a retry, a
+        # resume, a takeover) comes back from the same statement instead of a pre-read.
+        existing = await executions.start(**row_of(call, tool))
         if existing is not None and (settled := settled_outcome(existing, call, tool)):
             return logged(call, settled)
         # A recorded approval is bound to this exact call (``settled_outcome`` checked it).
         approved = approved or (existing is not None and existing.status == "approved")
         needs = _needs(tool, approved=approved)
         if needs is not None:
-            if existing is None:
-                await executions.start(**row_of(call, tool))
             pending = ToolOutcome(
                 tool_use_id=call.tool_use_id, tool=tool.name, ok=False, needs=needs
             )
             return logged(call, pending)
-        if existing is None:
-            existing = await executions.start(**row_of(call, tool))
-            if existing is not None and (settled := settled_outcome(existing, call, tool)):
-                return logged(call, settled)  # recorded by a concurrent call since we looked
         if existing is not None and existing.status == "failed":
             await executions.reopen(call.tool_use_id, turn_id=call.turn_id)
         return logged(call, await self._execute(tool, args, call, ctx))

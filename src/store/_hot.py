@@ -1,0 +1,162 @@
+"""The hottest statements on SQLite, as fixed SQL on the writer thread's own connection.
+
+A durable tool step writes three times (its execution's start and finish, its events);
+through SQLAlchemy Core each statement costs ~100 µs of Python, through ``sqlite3`` ~10.
+These functions run inside the writer's transaction (``store._writer``) on its DBAPI
+cursor and store values exactly as the ORM does (``tests/store/test_hot_sql.py`` checks
+that the text matches SQLAlchemy's own processors), so every other query reads them back
+unchanged. PostgreSQL keeps the SQLAlchemy statements.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from events import Event, event_data
+
+
+def stamp(value: datetime) -> str:
+    """A timestamp as the ORM stores it on SQLite: UTC, no offset, microseconds."""
+    return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}"
+
+
+def json_text(value: Any) -> str | None:
+    """A JSON column's text as the ORM stores it (``json.dumps``); ``None`` stays NULL."""
+    return None if value is None else json.dumps(value)
+
+
+def runs_on(conn: Connection) -> bool:
+    """Whether ``conn`` is the writer thread's own ``sqlite3`` connection (the async
+    engine's aiosqlite connections take the SQLAlchemy statements)."""
+    return conn.dialect.driver == "pysqlite"
+
+
+def cursor_of(conn: Connection) -> Any:
+    """The DBAPI cursor of ``conn``, inside its current transaction."""
+    return conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+
+
+def bump_sequence(
+    cursor: Any, session_id: str, count: int, epoch: int | None, now: datetime
+) -> tuple[int, int] | None:
+    """Advance the session's counter by ``count``; its new last seq and its epoch, or
+    ``None`` when there is no such session (or it moved past ``epoch``)."""
+    sql = "UPDATE sessions SET last_seq = last_seq + ?, updated_at = ? WHERE id = ?"
+    params: list[Any] = [count, stamp(now), session_id]
+    if epoch is not None:
+        sql += " AND epoch = ?"
+        params.append(epoch)
+    row = cursor.execute(sql + " RETURNING last_seq, epoch", params).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def insert_events(
+    cursor: Any,
+    session_id: str,
+    events: Sequence[Event],
+    turn_id: str | None,
+    first: int,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """Insert ``events`` numbered from ``first``; returns their rows (data as dicts)."""
+    rows = [
+        {
+            "session_id": session_id,
+            "seq": first + i,
+            "turn_id": turn_id,
+            "type": event.type,
+            "data": event_data(event),
+            "created_at": now,
+        }
+        for i, event in enumerate(events)
+    ]
+    created = stamp(now)
+    cursor.executemany(
+        "INSERT INTO events (session_id, seq, turn_id, type, data, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(session_id, r["seq"], turn_id, r["type"], json.dumps(r["data"]), created) for r in rows],
+    )
+    return rows
+
+
+def insert_pending(
+    cursor: Any,
+    *,
+    tool_use_id: str,
+    session_id: str,
+    turn_id: str,
+    tool: str,
+    input: dict[str, Any],
+    key: str,
+    now: datetime,
+) -> bool:
+    """Record a pending execution unless the call is recorded already; whether it was."""
+    row = cursor.execute(
+        "INSERT INTO tool_executions (tool_use_id, session_id, turn_id, tool, status, "
+        "idempotency_key, input, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?) "
+        "ON CONFLICT DO NOTHING RETURNING tool_use_id",
+        (tool_use_id, session_id, turn_id, tool, key, json.dumps(input), stamp(now)),
+    ).fetchone()
+    return row is not None
+
+
+EXECUTION_COLUMNS = (
+    "tool_use_id", "session_id", "turn_id", "tool", "status", "idempotency_key", "input",
+    "output", "error", "inverse", "created_at", "completed_at",
+)  # fmt: skip
+_JSON_COLUMNS = frozenset({"input", "output", "error", "inverse"})
+_TIME_COLUMNS = frozenset({"created_at", "completed_at"})
+_FINISH = (
+    "UPDATE tool_executions SET status = ?, output = ?, error = ?, inverse = ?, "
+    "completed_at = ? WHERE turn_id = ? AND tool_use_id = ? "
+    "AND status IN ('pending', 'approved') RETURNING tool_use_id, session_id, turn_id, "
+    "tool, status, idempotency_key, input, output, error, inverse, created_at, completed_at"
+)  # the RETURNING list is EXECUTION_COLUMNS (a test holds them equal)
+
+
+def finish_execution(
+    cursor: Any,
+    *,
+    tool_use_id: str,
+    turn_id: str,
+    status: str,
+    output: Any,
+    error: Any,
+    inverse: Any,
+    now: datetime,
+) -> dict[str, Any] | None:
+    """Settle a runnable (``pending``/``approved``) execution; its row as the ORM would
+    read it, or ``None`` when it was not runnable (settled elsewhere)."""
+    row = cursor.execute(
+        _FINISH,
+        (
+            status,
+            json_text(output),
+            json_text(error),
+            json_text(inverse),
+            stamp(now),
+            turn_id,
+            tool_use_id,
+        ),
+    ).fetchone()
+    return (
+        None
+        if row is None
+        else dict(zip(EXECUTION_COLUMNS, map(_read, EXECUTION_COLUMNS, row), strict=True))
+    )
+
+
+def _read(column: str, value: Any) -> Any:
+    """A stored value as the ORM reads it back (JSON parsed, timestamps in UTC)."""
+    if value is None:
+        return None
+    if column in _JSON_COLUMNS:
+        return json.loads(value)
+    if column in _TIME_COLUMNS:
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    return value

@@ -1,0 +1,69 @@
+"""The writer thread's fixed SQL stores exactly what the ORM would, and reads it back the same.
+
+If SQLAlchemy (or the schema) changed how a timestamp or a JSON value is stored on SQLite,
+these fail before any query comparing stored text (retention cut-offs, ordering) does.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+from sqlalchemy.dialects import sqlite
+
+from conftest import migrate
+from events import TextDelta
+from store import Store
+from store import _hot as hot
+from store._models import EventRow, ToolExecutionRow
+from store._tool_executions import _COLUMNS
+
+DIALECT = sqlite.dialect()
+
+
+def test_timestamps_and_json_are_stored_as_the_orm_stores_them() -> None:
+    stamp = EventRow.__table__.c.created_at.type._cached_bind_processor(DIALECT)
+    as_json = EventRow.__table__.c.data.type._cached_bind_processor(DIALECT)
+    assert stamp is not None and as_json is not None
+    for moment in (
+        datetime(2026, 11, 24, 1, 2, 3, 456789, tzinfo=UTC),
+        datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=-5))),  # converted to UTC
+    ):
+        assert hot.stamp(moment) == stamp(moment)
+    value = {"b": [1, 2.5, None], "a": "é", "nested": {"ok": True}}
+    assert hot.json_text(value) == as_json(value)
+
+
+def test_the_finish_statement_returns_the_repository_columns() -> None:
+    assert tuple(c.name for c in _COLUMNS) == hot.EXECUTION_COLUMNS
+    assert hot._FINISH.endswith(", ".join(hot.EXECUTION_COLUMNS))
+    assert set(hot.EXECUTION_COLUMNS) == {c.name for c in ToolExecutionRow.__table__.columns}
+
+
+async def test_what_the_writer_writes_the_orm_reads_back(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'hot.db'}"
+    await migrate(url, demo=False)
+    store = Store(url)
+    try:
+        await store.sessions.create(org_id="acme", user_id="ada", session_id="s1", title=None)
+        stored = await store.log.append("s1", [TextDelta(delta="héllo")], turn_id="t1")
+        assert (
+            await store.tool_executions.start(
+                tool_use_id="tu_1", session_id="s1", turn_id="t1", tool="x", input={"a": [1]}
+            )
+            is None
+        )
+        finished = await store.tool_executions.finish(
+            "tu_1", turn_id="t1", status="succeeded", output={"v": "ok"}, inverse=None
+        )
+        read = await store.log.read("s1")
+        row = await store.tool_executions.get("tu_1", turn_id="t1")
+    finally:
+        await store.close()
+    assert [(e.seq, e.data, e.created_at) for e in read] == [
+        (s.seq, s.data, s.created_at) for s in stored
+    ]
+    assert row == finished and row is not None
+    assert (row.input, row.output, row.inverse, row.status) == ({"a": [1]}, {"v": "ok"}, None,
+                                                                "succeeded")  # fmt: skip
+    assert row.created_at.tzinfo is UTC and row.completed_at is not None
