@@ -58,11 +58,14 @@ class Database:
             self.writer = _sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=1)
             self.reader = _sqlite_engine(url, begin="BEGIN", pool_size=8)
             self._hot: SqliteWriter | None = SqliteWriter(url, _configure_sqlite)
+            self._hot_reads: SqliteWriter | None = SqliteWriter(
+                url, _configure_sqlite, begin="BEGIN", savepoints=False
+            )
         elif url.startswith("postgresql"):
             self.dialect = "postgresql"
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
             self.reader = self.writer
-            self._hot = None
+            self._hot = self._hot_reads = None
         else:
             raise ValueError(
                 f"Unsupported database URL {url!r}: use sqlite+aiosqlite:///PATH "
@@ -85,6 +88,14 @@ class Database:
         async with self.writer.begin() as conn:
             return await conn.run_sync(fn)
 
+    async def run_read(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` in a read transaction: the hot reads. On SQLite a reader thread runs
+        it (queued reads share one snapshot); on PostgreSQL the async engine does."""
+        if self._hot_reads is not None:
+            return await self._hot_reads.run(fn)
+        async with self.reader.begin() as conn:
+            return await conn.run_sync(fn)
+
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self.reader.begin() as conn:
@@ -93,6 +104,8 @@ class Database:
     async def close(self) -> None:
         if self._hot is not None:
             await self._hot.close()
+        if self._hot_reads is not None:
+            await self._hot_reads.close()
         await self.writer.dispose()
         if self.reader is not self.writer:
             await self.reader.dispose()

@@ -245,9 +245,9 @@ class EventLog:
             query = query.where(EventRow.turn_id == turn_id)
         if limit is not None:
             query = query.limit(limit)
-        async with self._db.read() as conn:
-            result = await conn.execute(query)
-            return [StoredEvent(**row._asdict()) for row in result]
+        return await self._db.run_read(
+            lambda conn: [StoredEvent(**row._asdict()) for row in conn.execute(query)]
+        )
 
     async def last_seq(self, session_id: str) -> int:
         async with self._db.read() as conn:

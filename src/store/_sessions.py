@@ -112,10 +112,8 @@ class Sessions:
             )
 
     async def get(self, session_id: str) -> SessionRecord | None:
-        async with self._db.read() as conn:
-            row = (
-                await conn.execute(select(*_SESSION_COLUMNS).where(SessionRow.id == session_id))
-            ).first()
+        query = select(*_SESSION_COLUMNS).where(SessionRow.id == session_id)
+        row = await self._db.run_read(lambda conn: conn.execute(query).first())
         return SessionRecord(**row._asdict()) if row else None
 
     async def list_for_user(
@@ -171,15 +169,17 @@ class Sessions:
         if before is not None:
             query = query.where(TurnRow.finished_at < before)
         query = query.order_by(TurnRow.finished_at, TurnRow.id).limit(limit)
-        async with self._db.read() as conn:
-            return [TurnRecord(**row._asdict()) for row in await conn.execute(query)]
+        return await self._db.run_read(
+            lambda conn: [TurnRecord(**row._asdict()) for row in conn.execute(query)]
+        )
 
     async def running_turns(self, session_id: str | None = None) -> list[TurnRecord]:
         query = select(*_TURN_COLUMNS).where(TurnRow.status == "running")
         if session_id is not None:
             query = query.where(TurnRow.session_id == session_id)
-        async with self._db.read() as conn:
-            return [TurnRecord(**row._asdict()) for row in await conn.execute(query)]
+        return await self._db.run_read(
+            lambda conn: [TurnRecord(**row._asdict()) for row in conn.execute(query)]
+        )
 
     async def record_usage(self, usage: UsageRecord) -> None:
         async with self._db.write() as conn:

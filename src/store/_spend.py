@@ -54,8 +54,8 @@ class Spend:
 
     async def tier(self, org_id: str) -> str | None:
         """The org's tier, if the org is known."""
-        async with self._db.read() as conn:
-            return await conn.scalar(select(OrgRow.tier).where(OrgRow.id == org_id))
+        query = select(OrgRow.tier).where(OrgRow.id == org_id)
+        return await self._db.run_read(lambda conn: conn.scalar(query))
 
     async def set_tier(self, org_id: str, tier: str) -> None:
         """Put ``org_id`` on ``tier`` (creating the org on first sight)."""
@@ -67,14 +67,10 @@ class Spend:
             )
 
     async def today(self, org_id: str, day: date) -> DaySpend:
-        async with self._db.read() as conn:
-            row = (
-                await conn.execute(
-                    select(DailySpendRow.spent_usd_micros, DailySpendRow.reserved_usd_micros).where(
-                        DailySpendRow.org_id == org_id, DailySpendRow.day == day
-                    )
-                )
-            ).first()
+        query = select(DailySpendRow.spent_usd_micros, DailySpendRow.reserved_usd_micros).where(
+            DailySpendRow.org_id == org_id, DailySpendRow.day == day
+        )
+        row = await self._db.run_read(lambda conn: conn.execute(query).first())
         return DaySpend(int(row[0]), int(row[1])) if row else DaySpend(0, 0)
 
     def _ensure_day(self, conn: Connection, org_id: str, day: date) -> None:

@@ -51,10 +51,22 @@ def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
 
 
 class SqliteWriter:
-    """Runs write jobs on one thread and connection, committing them in batches."""
+    """Runs write jobs on one thread and connection, committing them in batches.
 
-    def __init__(self, url: str, configure: Callable[[Any], None]) -> None:
-        self._engine = _sync_engine(url, configure)
+    With ``begin="BEGIN"`` and no savepoints it serves reads the same way: the jobs queued
+    together share one read transaction (one snapshot, taken after each was queued, so a
+    read sees every write its caller awaited before it)."""
+
+    def __init__(
+        self,
+        url: str,
+        configure: Callable[[Any], None],
+        *,
+        begin: str = "BEGIN IMMEDIATE",
+        savepoints: bool = True,
+    ) -> None:
+        self._engine = _sync_engine(url, configure, begin)
+        self._savepoints = savepoints
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -92,7 +104,7 @@ class SqliteWriter:
                 if first is None:
                     return
                 batch, stop = self._take(first)
-                self._commit(conn, batch)
+                self._commit(conn, batch, savepoints=self._savepoints)
                 if stop:
                     return
 
@@ -110,12 +122,12 @@ class SqliteWriter:
         return batch, False
 
     @staticmethod
-    def _commit(conn: Connection, batch: list[_Job]) -> None:
+    def _commit(conn: Connection, batch: list[_Job], *, savepoints: bool) -> None:
         done: list[tuple[_Job, bool, Any]] = []
         try:
             with conn.begin():
                 for job in batch:
-                    done.append(_attempt(conn, job, alone=len(batch) == 1))
+                    done.append(_attempt(conn, job, alone=len(batch) == 1 or not savepoints))
         except Exception as exc:  # the commit itself failed: none of the batch was written
             for job in batch:
                 job.settle(False, exc)
@@ -125,9 +137,10 @@ class SqliteWriter:
 
 
 def _attempt(conn: Connection, job: _Job, *, alone: bool) -> tuple[_Job, bool, Any]:
-    """Run one job; in a batch, inside a savepoint, so its failure undoes only its work."""
+    """Run one job; in a batch of writes, inside a savepoint, so its failure undoes only
+    its work. ``alone``: a failure fails the whole (one-job, or read-only) batch."""
     if alone:
-        return job, True, job.fn(conn)  # a failure rolls the whole (one-job) batch back
+        return job, True, job.fn(conn)
     try:
         with conn.begin_nested():
             return job, True, job.fn(conn)
@@ -135,9 +148,9 @@ def _attempt(conn: Connection, job: _Job, *, alone: bool) -> tuple[_Job, bool, A
         return job, False, exc
 
 
-def _sync_engine(url: str, configure: Callable[[Any], None]) -> Engine:
+def _sync_engine(url: str, configure: Callable[[Any], None], begin: str) -> Engine:
     """A synchronous engine on the same file (``sqlite+aiosqlite`` becomes ``sqlite``)
-    with one connection, set up as the async engines are, opening ``BEGIN IMMEDIATE``."""
+    with one connection, set up as the async engines are, opening ``begin``."""
     sync_url = make_url(url).set(drivername="sqlite")
     engine = create_engine(
         sync_url, poolclass=StaticPool, connect_args={"check_same_thread": False}
@@ -149,6 +162,6 @@ def _sync_engine(url: str, configure: Callable[[Any], None]) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.exec_driver_sql(begin)
 
     return engine
