@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -160,3 +160,57 @@ def _read(column: str, value: Any) -> Any:
     if column in _TIME_COLUMNS:
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
     return value
+
+
+_USAGE_COUNTS = (
+    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd_micros",
+)  # fmt: skip
+_INSERT_USAGE = (
+    "INSERT INTO usage (session_id, turn_id, org_id, user_id, role, model, input_tokens, "
+    "output_tokens, cache_read_tokens, cache_write_tokens, cost_usd_micros, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_ADD_DAILY_USAGE = (
+    "INSERT INTO daily_usage (org_id, user_id, day, calls, input_tokens, output_tokens, "
+    "cache_read_tokens, cache_write_tokens, cost_usd_micros) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (org_id, user_id, day) DO UPDATE SET calls = calls + excluded.calls, "
+    "input_tokens = input_tokens + excluded.input_tokens, "
+    "output_tokens = output_tokens + excluded.output_tokens, "
+    "cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, "
+    "cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, "
+    "cost_usd_micros = cost_usd_micros + excluded.cost_usd_micros"
+)
+_ADD_DAILY_SPEND = (
+    "INSERT INTO daily_spend (org_id, day, spent_usd_micros, reserved_usd_micros, "
+    "alerted_pct, updated_at) VALUES (?, ?, ?, 0, 0, ?) ON CONFLICT (org_id, day) DO UPDATE "
+    "SET spent_usd_micros = spent_usd_micros + ?, "
+    "reserved_usd_micros = reserved_usd_micros - ?, updated_at = ? "
+    "RETURNING spent_usd_micros, reserved_usd_micros"
+)
+
+
+def settle_usage(
+    cursor: Any,
+    usage: dict[str, Any],
+    *,
+    day: date,
+    reserved: int,
+    per_call: bool,
+    now: datetime,
+) -> tuple[int, int] | None:
+    """``spend.settle`` on the writer's connection: the call's usage row (``per_call``),
+    the user's day and the org's day; the org's spent and reserved after, or ``None`` for
+    a free call (its day is unchanged)."""
+    counts = [usage[name] for name in _USAGE_COUNTS]
+    if per_call:
+        who = [usage[name] for name in ("session_id", "turn_id", "org_id", "user_id")]
+        cursor.execute(_INSERT_USAGE, (*who, usage["role"], usage["model"], *counts, stamp(now)))
+    cursor.execute(_ADD_DAILY_USAGE, (usage["org_id"], usage["user_id"], day.isoformat(), *counts))
+    cost = usage["cost_usd_micros"]
+    if cost == 0 and reserved == 0:
+        return None
+    at = stamp(now)
+    row = cursor.execute(
+        _ADD_DAILY_SPEND, (usage["org_id"], day.isoformat(), cost, at, cost, reserved, at)
+    ).fetchone()
+    return int(row[0]), int(row[1])

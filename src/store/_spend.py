@@ -20,6 +20,7 @@ from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
+from store import _hot as hot
 from store._db import Database
 from store._models import Base, OrgRow, UsageRow, utcnow
 from store._sessions import UsageRecord
@@ -138,6 +139,12 @@ class Spend:
         now = utcnow()
 
         def write(conn: Connection) -> DaySpend | None:
+            if hot.runs_on(conn):  # the writer thread: fixed SQL (store._hot)
+                after = hot.settle_usage(
+                    hot.cursor_of(conn), _usage_values(usage), day=day, reserved=reserved,
+                    per_call=per_call, now=now,
+                )  # fmt: skip
+                return None if after is None else DaySpend(*after)
             if per_call:
                 conn.execute(insert(UsageRow).values(**_usage_values(usage), created_at=now))
             daily = self._insert(DailyUsageRow).values(

@@ -6,17 +6,19 @@ these fail before any query comparing stored text (retention cut-offs, ordering)
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
+from sqlalchemy import select
 from sqlalchemy.dialects import sqlite
 
 from conftest import migrate
 from events import TextDelta
-from store import Store
+from store import DaySpend, Store, UsageRecord
 from store import _hot as hot
-from store._models import EventRow, ToolExecutionRow
+from store._models import EventRow, ToolExecutionRow, UsageRow
 from store._tool_executions import _COLUMNS
+from store._usage_models import DailySpendRow, DailyUsageRow
 
 DIALECT = sqlite.dialect()
 
@@ -67,3 +69,45 @@ async def test_what_the_writer_writes_the_orm_reads_back(tmp_path: Path) -> None
     assert (row.input, row.output, row.inverse, row.status) == ({"a": [1]}, {"v": "ok"}, None,
                                                                 "succeeded")  # fmt: skip
     assert row.created_at.tzinfo is UTC and row.completed_at is not None
+
+
+def test_days_are_stored_as_the_orm_stores_them() -> None:
+    as_day = DailySpendRow.__table__.c.day.type._cached_bind_processor(DIALECT)
+    day = date(2026, 11, 24)
+    assert (as_day(day) if as_day is not None else day) == day.isoformat()
+
+
+async def test_a_settle_on_the_writer_counts_everywhere(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'settle.db'}"
+    await migrate(url, demo=False)
+    store = Store(url)
+    day = date(2026, 11, 24)
+
+    def usage(cost: int) -> UsageRecord:
+        return UsageRecord(
+            session_id="s1", turn_id="t1", org_id="acme", user_id="ada", role="executor",
+            model="m", input_tokens=10, output_tokens=2, cache_read_tokens=3,
+            cache_write_tokens=4, cost_usd_micros=cost,
+        )  # fmt: skip
+
+    try:
+        await store.sessions.create(org_id="acme", user_id="ada", session_id="s1", title=None)
+        free = await store.spend.settle(usage(0), day=day)
+        await store.spend.reserve("acme", day, 500, 10_000)
+        priced = await store.spend.settle(usage(300), day=day, reserved=500)
+        today = await store.spend.today("acme", day)
+        async with store.db.read() as conn:
+            rows = (await conn.execute(select(UsageRow.cost_usd_micros))).scalars().all()
+            daily = (
+                await conn.execute(
+                    select(
+                        DailyUsageRow.day, DailyUsageRow.calls, DailyUsageRow.input_tokens,
+                        DailyUsageRow.cache_write_tokens, DailyUsageRow.cost_usd_micros,
+                    )
+                )
+            ).one()  # fmt: skip
+    finally:
+        await store.close()
+    assert free is None and priced == today == DaySpend(300, 0)
+    assert sorted(rows) == [0, 300]
+    assert tuple(daily) == (day, 2, 20, 8, 300)
