@@ -10,11 +10,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from types import FrameType
+from typing import Any, TypeVar
 
 import httpx
 
+T = TypeVar("T")
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -92,3 +95,11 @@ async def wait_healthy(
                 return
         await asyncio.sleep(0.05)
     raise RuntimeError(f"{name} server not ready after {READY_TIMEOUT_S:.0f}s")
+
+
+def run_on_loop(main: Coroutine[Any, Any, T], loop: str = "uvloop") -> T:
+    """Run ``main`` on uvloop (as the servers run) when asked and installed, else asyncio."""
+    if loop == "uvloop" and importlib.util.find_spec("uvloop"):
+        result: T = importlib.import_module("uvloop").run(main)
+        return result
+    return asyncio.run(main)

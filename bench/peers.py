@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +53,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from _harness import run_on_loop
 from bosun.log import configure_logging
 from bosun.migrate import upgrade
 from events import Done, Event, MessageDone, SessionStarted, ToolCompleted, UserMessage
@@ -852,13 +853,6 @@ async def bench(args: argparse.Namespace, specs: Sequence[Spec]) -> dict[str, An
     return report(figures(results, args.k), skipped, synchronous, args)
 
 
-def run_loop(main: Coroutine[Any, Any, T], loop: str) -> T:
-    if loop == "uvloop":
-        result: T = importlib.import_module("uvloop").run(main)
-        return result
-    return asyncio.run(main)
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Marginal time per tool step of an agent run, Bosun beside pydantic-ai, "
@@ -904,7 +898,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("uvloop is not installed; use --loop asyncio")
     specs = selected(parser, args.only)
     try:
-        figures_json = run_loop(bench(args, specs), args.loop)
+        figures_json = run_on_loop(bench(args, specs), args.loop)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

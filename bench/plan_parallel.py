@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import importlib
-import importlib.util
 import inspect
 import json
 import os
@@ -60,6 +58,7 @@ from _harness import (
     loop_and_http,
     process_cpu_s,
     raise_exit,
+    run_on_loop,
     spawn_server,
     stop_process,
     wait_healthy,
@@ -797,15 +796,6 @@ def report(http: HttpResults, steps: list[StepTimes], args: argparse.Namespace) 
 T = TypeVar("T")
 
 
-def run_client(main: Coroutine[Any, Any, T]) -> T:
-    """Run on uvloop too when it is installed, like the servers."""
-    if importlib.util.find_spec("uvloop"):
-        uvloop = importlib.import_module("uvloop")
-        result: T = uvloop.run(main)
-        return result
-    return asyncio.run(main)
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Wall time of a 4-step parallel plan against its critical path, and the "
@@ -870,14 +860,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 servers[spec.name] = start_server(
                     spec, workdir, args.calls, secret, profile if spec.name == "overhead" else None
                 )
-            http = run_client(measure_http(servers, token, args))
+            http = run_on_loop(measure_http(servers, token, args))
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130
         finally:
             for server in servers.values():
                 stop_process(server.process)
-        steps = run_client(
+        steps = run_on_loop(
             in_process(workdir, args.calls, args.in_process_reps, args.in_process_warmup)
         )
     print(json.dumps(report(http, steps, args), separators=(",", ":")))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import importlib.util
 import json
 import os
 import platform
@@ -33,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +50,7 @@ from _harness import (
     loop_and_http,
     process_cpu_s,
     raise_exit,
+    run_on_loop,
     spawn_server,
     stop_process,
     wait_healthy,
@@ -484,15 +484,6 @@ def median_round(rounds: list[PhaseResult]) -> PhaseResult:
 T = TypeVar("T")
 
 
-def run_client(main: Coroutine[Any, Any, T]) -> T:
-    """Run the client on uvloop too when it is installed (less client CPU per event)."""
-    if importlib.util.find_spec("uvloop"):
-        uvloop = importlib.import_module("uvloop")
-        result: T = uvloop.run(main)
-        return result
-    return asyncio.run(main)
-
-
 def start_server(
     kind: ServerKind, workdir: Path, deltas: int, secret: str, profile: Path | None
 ) -> Server:
@@ -733,7 +724,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 servers[kind] = start_server(
                     kind, Path(workdir), args.deltas, secret, profile if kind == "bosun" else None
                 )
-            results = run_client(measure(servers, secret, args))
+            results = run_on_loop(measure(servers, secret, args))
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130

@@ -20,7 +20,7 @@ from events import INTERNAL_EVENTS, Event
 from providers import Model
 from store import Store
 from tools import ToolRegistry, UserRole
-from turn import SESSION_TITLE_CHARS, TurnKit, TurnRoleModels, TurnRunner
+from turn import TurnKit, TurnRoleModels, TurnRunner, new_session
 
 LEASE_MARGIN_S = 30.0  # no keeper renews the lease here: it outlives the turn's timeout
 
@@ -52,11 +52,9 @@ async def run_turn(
         )  # fmt: skip
         try:
             await upgrade(store, demo=False)  # your tools, not the demo's tables
-            session_id = str(uuid.uuid4())
-            await store.sessions.create(
-                org_id=org_id, user_id=user_id, session_id=session_id,
-                title=message[:SESSION_TITLE_CHARS],
-            )  # fmt: skip
+            session_id = await new_session(
+                store, org_id=org_id, user_id=user_id, first_message=message
+            )
             models = TurnRoleModels(
                 answer=model, planner=planner or model, summariser=None, executor=model
             )

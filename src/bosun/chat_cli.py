@@ -38,7 +38,7 @@ from events import (
 from providers import ModelSpecError
 from store import SecretsKeyError, Store, StoredEvent
 from tools.demo import seed_demo
-from turn import SESSION_TITLE_CHARS, ModelResolver, TurnHandle, TurnRunner
+from turn import ModelResolver, TurnHandle, TurnRunner, new_session
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -89,12 +89,9 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> TurnStatus:
 async def _session(store: Store, args: argparse.Namespace) -> str:
     """The session to talk in: ``--session`` (the caller's own), or a new one."""
     if args.session is None:
-        session_id = str(uuid.uuid4())
-        title = args.message[:SESSION_TITLE_CHARS]
-        await store.sessions.create(
-            org_id=args.org, user_id=args.user, session_id=session_id, title=title
+        return await new_session(
+            store, org_id=args.org, user_id=args.user, first_message=args.message
         )
-        return session_id
     record = await store.sessions.get(args.session)
     if record is None or (record.org_id, record.user_id) != (args.org, args.user):
         raise LookupError(f"no session {args.session!r} of user {args.user!r} in {args.org!r}")

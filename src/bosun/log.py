@@ -19,7 +19,7 @@ from typing import Any, Literal
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from turn._observe import count_tool_executions
+from turn import count_tool_executions
 
 SCRUBBED = "[scrubbed]"
 PRIVATE_KEYS = frozenset(

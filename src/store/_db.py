@@ -16,7 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from store._writer import SqliteWriter
+from store._writer import SqliteThread
 
 T = TypeVar("T")
 
@@ -57,8 +57,8 @@ class Database:
             self.dialect = "sqlite"
             self.writer = _sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=1)
             self.reader = _sqlite_engine(url, begin="BEGIN", pool_size=8)
-            self._hot: SqliteWriter | None = SqliteWriter(url, _configure_sqlite)
-            self._hot_reads: SqliteWriter | None = SqliteWriter(
+            self._hot: SqliteThread | None = SqliteThread(url, _configure_sqlite)
+            self._hot_reads: SqliteThread | None = SqliteThread(
                 url, _configure_sqlite, begin="BEGIN", savepoints=False
             )
         elif url.startswith("postgresql"):

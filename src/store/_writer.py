@@ -50,7 +50,7 @@ def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_exception(value)
 
 
-class SqliteWriter:
+class SqliteThread:
     """Runs write jobs on one thread and connection, committing them in batches.
 
     With ``begin="BEGIN"`` and no savepoints it serves reads the same way: the jobs queued

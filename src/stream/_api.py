@@ -15,9 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import UUID_PATTERN, MessageText
-from turn._models import ModelResolver
-from turn._phases import TurnKit
-from turn._runner import TurnRunner
+from turn import ModelResolver, TurnKit, TurnRunner
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

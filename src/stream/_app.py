@@ -19,11 +19,7 @@ from stream._auth import BearerAuthMiddleware
 from stream._bounds import check_bounds
 from stream._errors import EXCEPTION_HANDLERS
 from stream._openapi import BodySchemaPlugin, document
-from turn._keeper import Keeper
-from turn._models import ModelResolver
-from turn._phases import TurnKit
-from turn._runner import TurnRunner
-from turn._turn import TurnModels
+from turn import Keeper, ModelResolver, TurnKit, TurnModels, TurnRunner
 
 ROUTES = [
     _routes.chat_stream,

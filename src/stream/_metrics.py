@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 
 from stream._api import ServicesDep
 from stream._errors import ApiError
-from turn._observe import METRICS
+from turn import METRICS
 
 
 @get("/metrics", summary="Prometheus metrics (when enabled)", include_in_schema=False)

@@ -20,9 +20,7 @@ from stream._bounds import check_message_length
 from stream._errors import ApiError, provider_error
 from stream._limits import enforce_rate_limits
 from stream._routes import session_for
-from turn._metering import BudgetExceededError, TurnMeter
-from turn._models import TurnRoleModels
-from turn._turn import AGENT_DISABLED
+from turn import AGENT_DISABLED, BudgetExceededError, TurnMeter, TurnRoleModels
 
 
 @post("/v1/plan", status_code=200, summary="Planner-only dry run: plan, sources, budgets, cost")

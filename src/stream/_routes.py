@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import uuid
 from typing import Annotated
 
 from litestar import get, post
@@ -36,8 +35,7 @@ from stream._bounds import MAX_SEQ, check_message_length, int_query, utc_instant
 from stream._errors import ApiError, trace_id_of
 from stream._limits import enforce_rate_limits
 from stream._sse import SSE_HEADERS, tail
-from turn._models import ModelNotAllowedError, TurnRoleModels
-from turn._runner import SESSION_TITLE_CHARS, TurnHandle
+from turn import ModelNotAllowedError, TurnHandle, TurnRoleModels, new_session
 
 IdempotencyKey = Annotated[
     str | None,
@@ -117,12 +115,11 @@ async def _open_turn(
 ) -> TurnHandle:
     principal = request.user
     if session_id is None:
-        session_id = str(uuid.uuid4())
-        await services.store.sessions.create(
+        session_id = await new_session(
+            services.store,
             org_id=principal.org_id,
             user_id=principal.user_id,
-            session_id=session_id,
-            title=body.message[:SESSION_TITLE_CHARS],
+            first_message=body.message,
         )
     return await services.runner.start(
         session_id=session_id,

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from store import resets_at, utc_day
 from stream._api import AuthedRequest, ServicesDep
-from turn._metering import UNMETERED
+from turn import UNMETERED
 
 
 class UsageOut(BaseModel):

@@ -10,13 +10,14 @@ the turn's observability. Nothing here knows HTTP (import-linter keeps it so).
 from turn._keeper import Keeper
 from turn._metering import UNMETERED, BudgetExceededError, CapPolicy, TurnMeter
 from turn._models import ModelNotAllowedError, ModelResolver, TurnRoleModels
+from turn._observe import METRICS, count_tool_executions
 from turn._phases import TurnKit
-from turn._runner import SESSION_TITLE_CHARS, TurnHandle, TurnRunner
+from turn._runner import TurnHandle, TurnRunner, new_session
 from turn._turn import AGENT_DISABLED, Turn, TurnModels, run_turn
 
 __all__ = [
     "AGENT_DISABLED",
-    "SESSION_TITLE_CHARS",
+    "METRICS",
     "UNMETERED",
     "BudgetExceededError",
     "CapPolicy",
@@ -30,5 +31,7 @@ __all__ = [
     "TurnModels",
     "TurnRoleModels",
     "TurnRunner",
+    "count_tool_executions",
+    "new_session",
     "run_turn",
 ]

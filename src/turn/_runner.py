@@ -35,6 +35,15 @@ class TurnHandle:
     trace_id: str
 
 
+async def new_session(store: Store, *, org_id: str, user_id: str, first_message: str) -> str:
+    """Open a session for a conversation starting with ``first_message``; its id. Its
+    title is the message's start until the summariser writes a better one."""
+    session_id = str(uuid.uuid4())
+    title = first_message[:SESSION_TITLE_CHARS]
+    await store.sessions.create(org_id=org_id, user_id=user_id, session_id=session_id, title=title)
+    return session_id
+
+
 def new_worker_id() -> str:
     """This process's id in turn leases: host, pid and a random suffix (pids are reused)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
