@@ -81,8 +81,10 @@ async def test_racing_turns_never_pass_the_cap_by_more_than_one_call(store: Stor
     assert cap <= spend.spent_usd_micros <= cap + CALL_COST  # reached, passed by <= 1 call
     assert spend.reserved_usd_micros == 0  # every reservation given back
     assert rows == daily == in_events == spend.spent_usd_micros == calls * CALL_COST
+    # Which turns finish depends on who asks first: under load every planner call can be
+    # admitted before any answer call, so no turn completes. The cap holds either way.
     completed = statuses.count("completed")
-    assert 0 < completed < 100 and set(statuses) == {"completed", "failed"}
+    assert completed < 100 and set(statuses) <= {"completed", "failed"}
     refused = [e["error"] for e in events if "error" in e]
     assert len(refused) == 100 - completed
     assert all(r["code"] == "budget_exceeded" for r in refused)
