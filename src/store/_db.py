@@ -8,7 +8,7 @@ instead of spinning on the file lock. PostgreSQL uses one asyncpg pool for both.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -87,6 +87,19 @@ class Database:
             return await self._hot.run(fn)
         async with self.writer.begin() as conn:
             return await conn.run_sync(fn)
+
+    @property
+    def writes_in_order(self) -> bool:
+        """Whether ``write_soon`` queues at once: then a write queued later commits no
+        earlier, and its caller need not wait (SQLite's writer thread)."""
+        return self._hot is not None
+
+    def write_soon(self, fn: Callable[[Connection], T]) -> Awaitable[T]:
+        """``run_write``, queued now when ``writes_in_order`` (the result is a future);
+        on PostgreSQL the transaction runs when the result is awaited."""
+        if self._hot is not None:
+            return self._hot.submit(fn)
+        return self.run_write(fn)
 
     async def run_read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a read transaction: the hot reads. On SQLite a reader thread runs

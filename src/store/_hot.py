@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
 
@@ -84,6 +84,14 @@ def insert_events(
     return rows
 
 
+class Ended(NamedTuple):
+    """How a call that already ran ended (``insert_pending`` then records it finished)."""
+
+    status: str
+    output: Any
+    error: Any
+
+
 def insert_pending(
     cursor: Any,
     *,
@@ -94,14 +102,21 @@ def insert_pending(
     input: dict[str, Any],
     key: str,
     now: datetime,
+    ended: Ended | None = None,
 ) -> bool:
-    """Record a pending execution unless the call is recorded already; whether it was."""
+    """Record a pending execution (or, with ``ended``, a finished one) unless the call is
+    recorded already; whether it was."""
+    status, output, error = ended or ("pending", None, None)
+    completed = None if ended is None else stamp(now)
     row = cursor.execute(
         "INSERT INTO tool_executions (tool_use_id, session_id, turn_id, tool, status, "
-        "idempotency_key, input, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?) "
-        "ON CONFLICT DO NOTHING RETURNING tool_use_id",
-        (tool_use_id, session_id, turn_id, tool, key, json.dumps(input), stamp(now)),
-    ).fetchone()
+        "idempotency_key, input, output, error, created_at, completed_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING tool_use_id",
+        (
+            tool_use_id, session_id, turn_id, tool, status, key, json.dumps(input),
+            json_text(output), json_text(error), stamp(now), completed,
+        ),
+    ).fetchone()  # fmt: skip
     return row is not None
 
 

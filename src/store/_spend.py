@@ -10,6 +10,7 @@ day's spend passes the cap by at most one call: the one admitted alone at the ed
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -128,13 +129,14 @@ class Spend:
                 )
             )
 
-    async def settle(
+    def settle(
         self, usage: UsageRecord, *, day: date, reserved: int = 0, per_call: bool = True
-    ) -> DaySpend | None:
+    ) -> Awaitable[DaySpend | None]:
         """Record one call's usage everywhere it counts and give its reservation back, in one
-        transaction; returns the org's day afterwards (``None`` for a free call, which leaves
-        it unchanged). ``per_call=False`` (a dry run, which has no session) counts it in the
-        daily roll-ups only."""
+        transaction; resolves to the org's day afterwards (``None`` for a free call, which
+        leaves it unchanged). ``per_call=False`` (a dry run, which has no session) counts it
+        in the daily roll-ups only. Queued at once where ``Database.writes_in_order``, so a
+        turn's later writes (its next reservation, its closing events) commit after it."""
         spend = DailySpendRow
         now = utcnow()
 
@@ -198,7 +200,7 @@ class Spend:
             ).one()
             return DaySpend(int(row[0]), int(row[1]))
 
-        return await self._db.run_write(write)
+        return self._db.write_soon(write)
 
     async def raise_alert(self, org_id: str, day: date, pct: int) -> int | None:
         """Mark the day's alerts as sent up to ``pct``; returns the level sent before, or

@@ -113,8 +113,14 @@ class ToolExecutions:
         tool: str,
         input: dict[str, Any],
         key: str,
+        **ended: Any,
     ) -> bool:
+        """Insert the call's row unless it is recorded already; whether it was. ``ended``
+        (status, output, error, completed_at) records a call that already ran."""
         dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
+        values = {"status": "pending", **ended}
+        if "output" in values:
+            values["output"], values["error"] = _json(values["output"]), _json(values["error"])
         inserted = conn.execute(
             dialect_insert(ToolExecutionRow)
             .values(
@@ -122,15 +128,26 @@ class ToolExecutions:
                 session_id=session_id,
                 turn_id=turn_id,
                 tool=tool,
-                status="pending",
                 idempotency_key=key,
                 input=input,
                 created_at=utcnow(),
+                **values,
             )
             .on_conflict_do_nothing()  # the call's key, however it is spelt
             .returning(ToolExecutionRow.tool_use_id)
         )
         return inserted.first() is not None
+
+    def _recorded(self, conn: Connection, turn_id: str, tool_use_id: str) -> ToolExecutionRecord:
+        """The row an insert met instead of inserting (by key or by call)."""
+        key = idempotency_key(turn_id, tool_use_id)
+        row = conn.execute(
+            select(*_COLUMNS).where(
+                or_(ToolExecutionRow.idempotency_key == key, _call(turn_id, tool_use_id))
+            )
+        ).first()
+        assert row is not None, "an insert that did nothing must have met an existing row"
+        return ToolExecutionRecord(**row._asdict())
 
     async def start(
         self,
@@ -160,15 +177,42 @@ class ToolExecutions:
                     conn, tool_use_id=tool_use_id, session_id=session_id, turn_id=turn_id,
                     tool=tool, input=input, key=key,
                 )  # fmt: skip
-            if inserted:
-                return None
-            row = conn.execute(
-                select(*_COLUMNS).where(
-                    or_(ToolExecutionRow.idempotency_key == key, _call(turn_id, tool_use_id))
-                )
-            ).first()
-            assert row is not None, "an insert that did nothing must have met an existing row"
-            return ToolExecutionRecord(**row._asdict())
+            return None if inserted else self._recorded(conn, turn_id, tool_use_id)
+
+        return await self._db.run_write(write)
+
+    async def record(
+        self,
+        *,
+        tool_use_id: str,
+        session_id: str,
+        turn_id: str,
+        tool: str,
+        input: dict[str, Any],
+        status: Finished,
+        output: Any = None,
+        error: dict[str, Any] | None = None,
+    ) -> ToolExecutionRecord | None:
+        """Record a call that already ran and ended, in one insert: a read needs no intent
+        row before it runs (running it again after a crash changes nothing). Returns
+        ``None`` when this call inserted the row, else the row recorded before it."""
+        key = idempotency_key(turn_id, tool_use_id)
+        now = utcnow()
+
+        def write(conn: Connection) -> ToolExecutionRecord | None:
+            if hot.runs_on(conn):  # the writer thread: fixed SQL (store._hot)
+                inserted = hot.insert_pending(
+                    hot.cursor_of(conn), tool_use_id=tool_use_id, session_id=session_id,
+                    turn_id=turn_id, tool=tool, input=input, key=key, now=now,
+                    ended=hot.Ended(status, output, error),
+                )  # fmt: skip
+            else:
+                inserted = self._insert_pending(
+                    conn, tool_use_id=tool_use_id, session_id=session_id, turn_id=turn_id,
+                    tool=tool, input=input, key=key, status=status, output=output,
+                    error=error, completed_at=now,
+                )  # fmt: skip
+            return None if inserted else self._recorded(conn, turn_id, tool_use_id)
 
         return await self._db.run_write(write)
 

@@ -74,11 +74,16 @@ class SqliteThread:
     async def run(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a write transaction (shared with other queued jobs, in its own
         savepoint) and return its result once that transaction has committed."""
+        return await self.submit(fn)
+
+    def submit(self, fn: Callable[[Connection], T]) -> asyncio.Future[T]:
+        """Queue ``fn`` now (jobs run in the order they are queued); the future resolves
+        once its transaction has committed."""
         self._ensure_started()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put(_Job(fn, future, loop))
-        return await future
+        return future
 
     def _ensure_started(self) -> None:
         if self._thread is None:

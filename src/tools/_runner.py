@@ -13,7 +13,7 @@ import difflib
 import re
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
@@ -162,6 +162,8 @@ class ToolRunner:
         if isinstance(admitted, ToolOutcome):
             return logged(call, admitted)
         tool, args = admitted
+        if _first_read(tool, call, ctx):
+            return logged(call, await self._run_read(tool, args, call, ctx))
         executions = self.store.tool_executions
         # Record the call first: a new call is one insert; one recorded before (a retry, a
         # resume, a takeover) comes back from the same statement instead of a pre-read.
@@ -180,14 +182,33 @@ class ToolRunner:
             await executions.reopen(call.tool_use_id, turn_id=call.turn_id)
         return logged(call, await self._execute(tool, args, call, ctx))
 
+    async def _run_read(
+        self, tool: ToolDef, args: BaseModel, call: ToolCallRequest, ctx: ToolContext
+    ) -> ToolOutcome:
+        """Run a read, then record it in one insert (one commit per read step). A row
+        already there (another worker's attempt) decides as it would have before the
+        read: a different call is a conflict, a success stands."""
+        ran = await self._invoke(tool, args, call, ctx)
+        existing = await self.store.tool_executions.record(
+            **row_of(call, tool), status=ran.status, output=ran.output, error=ran.error
+        )
+        if existing is None:
+            return ran.outcome(call, tool)
+        if settled := settled_outcome(existing, call, tool):
+            return settled
+        return await self._finish(ran, call, tool)  # an earlier attempt's row, unsettled
+
     async def _execute(
         self, tool: ToolDef, args: BaseModel, call: ToolCallRequest, ctx: ToolContext
     ) -> ToolOutcome:
         """Run a recorded, pending call and record how it ended."""
+        return await self._finish(await self._invoke(tool, args, call, ctx), call, tool)
+
+    async def _invoke(
+        self, tool: ToolDef, args: BaseModel, call: ToolCallRequest, ctx: ToolContext
+    ) -> _Ran:
+        """Run the handler under the runner's timeout; a ``ToolError`` is a failed run."""
         started = time.perf_counter()
-        output: Any = None
-        inverse: dict[str, Any] | None = None
-        failure: ToolFailure | None = None
         try:
             scoped = replace(ctx, tool_use_id=call.tool_use_id)
             result = await invoke(tool, args, scoped, timeout_s=self.timeout_s)
@@ -195,29 +216,26 @@ class ToolRunner:
             inverse = inverse_of(tool, args, value)
         except ToolError as exc:
             failure = ToolFailure(code=exc.code, message=exc.message, hint=exc.hint)
-        duration_ms = round((time.perf_counter() - started) * 1000)
+            return _Ran(None, None, failure, _ms_since(started))
+        return _Ran(output, inverse, None, _ms_since(started))
+
+    async def _finish(self, ran: _Ran, call: ToolCallRequest, tool: ToolDef) -> ToolOutcome:
+        """Settle the call's recorded row with how it ran (the stored result stands if
+        someone else settled it first)."""
         executions = self.store.tool_executions
         finished = await executions.finish(
             call.tool_use_id,
             turn_id=call.turn_id,
-            status="failed" if failure else "succeeded",
-            output=None if failure else output,
-            error=failure.as_dict() if failure else None,
-            inverse=inverse,
+            status=ran.status,
+            output=ran.output,
+            error=ran.error,
+            inverse=ran.inverse,
         )
         if finished is None:  # settled elsewhere while this ran: the stored result stands
             stored = await executions.get(call.tool_use_id, turn_id=call.turn_id)
             assert stored is not None, f"execution {call.tool_use_id!r} vanished while running"
             return replayed(stored)
-        return ToolOutcome(
-            tool_use_id=call.tool_use_id,
-            tool=tool.name,
-            ok=failure is None,
-            output=None if failure else output,
-            error=failure,
-            inverse_available=inverse is not None,
-            duration_ms=duration_ms,
-        )
+        return ran.outcome(call, tool)
 
     # human decisions
 
@@ -290,6 +308,48 @@ class ToolRunner:
             error=failure.as_dict(),
         )
         return logged(call, replayed(row))
+
+
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """How a handler ran: its output and inverse, or its failure."""
+
+    output: Any
+    inverse: dict[str, Any] | None
+    failure: ToolFailure | None
+    duration_ms: int
+
+    @property
+    def status(self) -> Literal["succeeded", "failed"]:
+        return "failed" if self.failure else "succeeded"
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.failure.as_dict() if self.failure else None
+
+    def outcome(self, call: ToolCallRequest, tool: ToolDef) -> ToolOutcome:
+        return ToolOutcome(
+            tool_use_id=call.tool_use_id,
+            tool=tool.name,
+            ok=self.failure is None,
+            output=self.output,
+            error=self.failure,
+            inverse_available=self.inverse is not None,
+            duration_ms=self.duration_ms,
+        )
+
+
+def _first_read(tool: ToolDef, call: ToolCallRequest, ctx: ToolContext) -> bool:
+    """Whether ``call`` is a read that needs no human, in a turn's first attempt, under an
+    id the turn has not used yet: nothing can be recorded under it, so no pre-read."""
+    if ctx.calls_run is None or call.tool_use_id in ctx.calls_run:
+        return False
+    ctx.calls_run.add(call.tool_use_id)
+    return tool.category == "read" and _needs(tool, approved=False) is None
+
+
+def _ms_since(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
 
 
 def _needs(tool: ToolDef, *, approved: bool) -> Needs | None:

@@ -16,7 +16,10 @@ class ToolContext:
     """Who runs a tool and where: handlers scope every query by ``org_id``.
 
     ``tool_use_id`` (set by the runner per call) links the audit row a write records to the
-    tool execution that made it.
+    tool execution that made it. ``calls_run`` is set only for a turn's first attempt: the
+    ids of the calls it ran so far (shared by its executors). A read whose id is not in it
+    cannot have been recorded before, so it runs without a look at the records first;
+    ``None`` (a resumed or taken-over turn, an undo) means every call looks first.
     """
 
     store: Store
@@ -24,6 +27,7 @@ class ToolContext:
     user_id: str
     role: UserRole
     tool_use_id: str | None = None
+    calls_run: set[str] | None = None
 
 
 class ToolError(Exception):

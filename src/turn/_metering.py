@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -175,13 +175,32 @@ class TurnMeter:
             cost_usd_micros=cost,
         )
 
-    async def settle(self, day: date, reserved: int, record: UsageRecord | None) -> None:
-        """Record a finished call (or give back the reservation of one that was not)."""
+    def settle(self, day: date, reserved: int, record: UsageRecord | None) -> asyncio.Task[None]:
+        """Record a finished call (or give back the reservation of one that was not). The
+        record's write is queued before this returns (where the store keeps writes in
+        order), so the caller may go on: the turn's later writes commit after it."""
         if record is None:
-            await self.store.spend.release(self.org_id, day, reserved)
-            return
-        per_call = self.session_id is not None
-        after = await self.store.spend.settle(record, day=day, reserved=reserved, per_call=per_call)
+            written: Awaitable[DaySpend | None] = self.store.spend.release(
+                self.org_id, day, reserved
+            )
+        else:
+            written = self.store.spend.settle(
+                record, day=day, reserved=reserved, per_call=self.session_id is not None
+            )
+        settling = asyncio.ensure_future(self._after_settle(day, written))
+        _settling.add(settling)  # keeps it alive past a cancelled caller
+        settling.add_done_callback(_settled)
+        return settling
+
+    @property
+    def settles_in_order(self) -> bool:
+        """Whether a call's caller may go on before its settle commits: the store commits
+        writes in the order they were queued, and the turn's closing append, queued later,
+        is what its client waits for. A dry run (no session) has no closing append."""
+        return self.session_id is not None and self.store.db.writes_in_order
+
+    async def _after_settle(self, day: date, written: Awaitable[DaySpend | None]) -> None:
+        after = await written
         if after is not None:  # a free call leaves the day (and its alerts) as they were
             await self._alerts(day, after)
 
@@ -261,11 +280,16 @@ class MeteredModel:
                     yield item
         finally:
             # Recorded even when the caller is cancelled: the provider charged for it.
-            record = self._meter.tally(self._role, completion)
-            settling = asyncio.create_task(self._meter.settle(day, reserved, record))
-            _settling.add(settling)
-            settling.add_done_callback(_settling.discard)
-            await asyncio.shield(settling)
+            settling = self._meter.settle(day, reserved, self._meter.tally(self._role, completion))
+            if not self._meter.settles_in_order:
+                await asyncio.shield(settling)
 
 
 _settling: set[asyncio.Task[None]] = set()  # keeps settles alive past a cancelled caller
+
+
+def _settled(task: asyncio.Task[None]) -> None:
+    """Forget a finished settle; one nobody awaited reports its failure here."""
+    _settling.discard(task)
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        _log.error("usage.settle_failed", error=type(exc).__name__)

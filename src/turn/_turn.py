@@ -292,7 +292,8 @@ async def _run(job: _Job) -> Ending:
             assert_never(start)
     ask = Ask(text=turn.text, view=view, knowledge=knowledge(log, work.loaded))
     runs_steps = work.plan is not None and work.plan.steps and job.kit.tools is not None
-    ending = await (_execute(job, work, ask) if runs_steps else _answer(job, ask))
+    first = isinstance(start, Fresh | Direct)  # no attempt of this turn recorded calls before
+    ending = await (_execute(job, work, ask, first=first) if runs_steps else _answer(job, ask))
     if turn.summariser is not None and not isinstance(start, Resumed):  # done the first time
         for event in await _upkeep(store, job.kit, turn, turn.summariser, view):
             out.add(event)
@@ -314,10 +315,14 @@ async def _plan(job: _Job, planner: Model, view: History, log: list[StoredEvent]
     return Work(plan=outcome.plan, loaded=tuple(loaded))
 
 
-async def _execute(job: _Job, work: Work, ask: Ask) -> Ending:
-    """Run the plan's steps with tools; the executors or the merge write the answer."""
+async def _execute(job: _Job, work: Work, ask: Ask, *, first: bool) -> Ending:
+    """Run the plan's steps with tools; the executors or the merge write the answer.
+    ``first``: the turn's first attempt, whose calls need no look at earlier records."""
     turn, kit = job.turn, job.kit
-    ctx = ToolContext(store=job.store, org_id=turn.org_id, user_id=turn.user_id, role=turn.role)
+    ctx = ToolContext(
+        store=job.store, org_id=turn.org_id, user_id=turn.user_id, role=turn.role,
+        calls_run=set() if first else None,
+    )  # fmt: skip
     executed = await execute_plan(
         job.store, kit, work, ask,
         crew=Crew(executor=turn.executor or job.model, merger=job.model),

@@ -708,3 +708,83 @@ def test_result_text_is_compact_json_and_bounded() -> None:
     assert text.endswith(f"…[truncated: {len(full)} characters in all]")
     assert full.startswith(text[: MAX_RESULT_CHARS - 50])
     assert len(big.as_result_text(limit=200)) == 200
+
+
+# a turn's first attempt: a read is one commit, recorded after it ran
+
+
+class CountedWrites:
+    """Counts the store's hot write transactions (``Database.run_write``) made under it."""
+
+    def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = store.db.run_write
+
+        async def counted(fn: Any) -> Any:
+            self.count += 1
+            return await real(fn)
+
+        monkeypatch.setattr(store.db, "run_write", counted)
+
+
+async def test_a_first_attempt_read_is_one_insert_of_its_finished_row(
+    acme: Studio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = acme.edge()
+    first = dataclasses.replace(acme.ctx, calls_run=set())
+    writes = CountedWrites(acme.store, monkeypatch)
+
+    outcome = await runner.run(acme.call("edge.echo_sync", {"text": "hi"}), first)
+
+    assert outcome.ok and RUNS["edge.echo_sync"] == 1
+    assert writes.count == 1  # no pending row before the read: one commit for the step
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
+    assert row is not None and row.status == "succeeded" and row.input == {"text": "hi"}
+    assert row.output == outcome.output and row.completed_at is not None
+    assert first.calls_run == {"tu_1"}
+
+
+async def test_a_first_attempt_read_that_fails_is_recorded_failed(acme: Studio) -> None:
+    first = dataclasses.replace(acme.ctx, calls_run=set())
+    outcome = await acme.edge().run(acme.call("edge.own_timeout", {"text": "x"}), first)
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
+    assert not outcome.ok and row is not None and row.status == "failed"
+    assert row.error == error_of(outcome).as_dict() and row.output is None
+
+
+async def test_a_reused_id_in_a_first_attempt_is_checked_before_it_runs(acme: Studio) -> None:
+    runner, first = acme.edge(), dataclasses.replace(acme.ctx, calls_run=set())
+    await runner.run(acme.call("edge.echo_sync", {"text": "hi"}), first)
+
+    again = await runner.run(acme.call("edge.echo_sync", {"text": "other"}), first)
+
+    assert error_of(again).code == "tool_use_conflict"
+    assert RUNS["edge.echo_sync"] == 1  # the conflicting call never ran
+
+
+async def test_writes_and_later_attempts_still_record_their_intent_first(
+    acme: Studio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = acme.edge()
+    writes = CountedWrites(acme.store, monkeypatch)
+    first = dataclasses.replace(acme.ctx, calls_run=set())
+    peeked = await runner.run(acme.call("edge.peek", {"text": "w"}, "tu_w"), first)
+    assert peeked.ok and peeked.output["seen_status"] == "pending"  # intent before the write
+    assert writes.count == 2
+    # A resumed or taken-over attempt (calls_run None) looks first, then replays the read.
+    await runner.run(acme.call("edge.echo_sync", {"text": "hi"}), first)
+    replay = await runner.run(acme.call("edge.echo_sync", {"text": "hi"}), acme.ctx)
+    assert replay.ok and RUNS["edge.echo_sync"] == 1
+
+
+async def test_a_row_recorded_by_another_attempt_decides_a_first_read(acme: Studio) -> None:
+    executions = acme.store.tool_executions
+    await executions.start(
+        tool_use_id="tu_1", session_id=acme.session_id, turn_id="turn_1",
+        tool="edge.peek", input={"text": "w"},
+    )  # fmt: skip
+    first = dataclasses.replace(acme.ctx, calls_run=set())
+    outcome = await acme.edge().run(acme.call("edge.echo_sync", {"text": "hi"}), first)
+    assert error_of(outcome).code == "tool_use_conflict"
+    row = await executions.get("tu_1", turn_id="turn_1")
+    assert row is not None and row.tool == "edge.peek" and row.status == "pending"
