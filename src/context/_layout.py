@@ -1,11 +1,12 @@
 """Lay a prompt out for provider prompt caching: stable sections first, volatile last.
 
-Order: tools → static system prompt (+ the abbreviated tool listing) → per-user data →
-session knowledge → conversation → the current task. A provider caches a prefix up to a
-breakpoint, so the layout marks where each stability tier ends (at most 4 marks, which
-is Anthropic's limit): the tools, the static system part, the per-user part, and one
-message. Within an executor loop every request is the previous one plus new messages, so
-consecutive requests share a byte-identical prefix; ``prefix_ratio`` measures it.
+Order: tools → the agent's identity → static system prompt (+ the abbreviated tool
+listing) → per-user data → session knowledge → conversation → the current task. A
+provider caches a prefix up to a breakpoint, so the layout marks where each stability
+tier ends (at most 4 marks, which is Anthropic's limit): the tools, the static system
+part, the per-user part, and one message. Within an executor loop every request is the
+previous one plus new messages, so consecutive requests share a byte-identical prefix;
+``prefix_ratio`` measures it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ MAX_CACHE_MARKS = 4
 class PromptParts:
     """The sections of one model call, from most to least stable.
 
+    ``identity`` is the agent profile's identity prompt: the first system block, inside
+    the static tier's cached prefix, so it costs no cache mark of its own (empty: none).
     ``tool_listing`` is ``ToolsFit.listing`` (tools shown by name only); ``user_data``
     is per-user and stable within a session (the profile); ``knowledge`` is the session's
     loaded context, append-only and oldest first; ``history`` the fitted conversation;
@@ -41,6 +44,7 @@ class PromptParts:
     """
 
     system: str
+    identity: str = ""
     tools: tuple[ToolSpec, ...] = ()
     tool_listing: str = ""
     user_data: str = ""
@@ -56,7 +60,7 @@ def _task(task: str | Message | None) -> list[Message]:
 
 
 def _system_blocks(parts: PromptParts) -> tuple[SystemBlock, ...]:
-    static = [text for text in (parts.system, parts.tool_listing) if text]
+    static = [text for text in (parts.identity, parts.system, parts.tool_listing) if text]
     blocks = [SystemBlock(text=text, cache=i == len(static) - 1) for i, text in enumerate(static)]
     if parts.user_data:
         blocks.append(SystemBlock(text=parts.user_data, cache=True))

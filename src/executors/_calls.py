@@ -192,9 +192,20 @@ async def _execute(state: StepState, env: StepEnv, call: ToolCall, verdict: Verd
     return outcome
 
 
+def _not_allowed(env: StepEnv, call: ToolCall) -> ToolOutcome | None:
+    """The runner's refusal of a call outside the step when the agent may not use that tool
+    at all (``tool_not_allowed``): the model learns it is no use asking again."""
+    checked = env.kit.runner.check(_request(env, call, call.name), env.scope.role)
+    if isinstance(checked, ToolOutcome) and checked.error is not None:
+        return checked if checked.error.code == "tool_not_allowed" else None
+    return None
+
+
 def _refuse(state: StepState, env: StepEnv, call: ToolCall, verdict: Verdict) -> ToolOutcome | None:
     """The executor's own refusals; such calls do not count against the budget."""
     if verdict is None:
+        if (banned := _not_allowed(env, call)) is not None:
+            return banned
         names = ", ".join(sorted(state.prompt.tools)) or "none"
         return _refusal(
             call, call.name, "unknown_tool", f"{call.name!r} is not a tool of this step",

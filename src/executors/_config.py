@@ -92,7 +92,8 @@ class ToolRunnerLike(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class ExecutorKit:
     """What every executor of a turn shares: the executor model, the tools and their runner,
-    the token counter for that model, the executor budget and limits."""
+    the token counter for that model, the executor budget and limits, and the agent
+    profile's ``identity`` prompt (empty: none), so steps speak as the same agent."""
 
     model: Model
     runner: ToolRunnerLike
@@ -100,6 +101,7 @@ class ExecutorKit:
     counter: TokenCounter
     budget: RoleBudget = EXECUTOR_BUDGET
     limits: ExecutorLimits = field(default_factory=ExecutorLimits)
+    identity: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -107,6 +107,7 @@ def _fresh_state(
         data=data,
         budget=kit.budget,
         counter=kit.counter,
+        identity=kit.identity,
     )
     share = share or StepShare()
     started = now()

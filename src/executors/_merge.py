@@ -22,11 +22,11 @@ from context import (
     TokenCounter,
     afit_section,
     fit_history,
-    fit_text,
     layout_request,
 )
 from events import ContextBudget, TextDelta
 from executors._config import Emit
+from executors._prompt import fit_system
 from executors._results import StepResult
 from planner import Plan
 from providers import Called, Message, Model, ModelRequest, StopReason, TokenUsage, call_model
@@ -104,14 +104,16 @@ async def merge(
     view: History,
     emit: Emit,
     budget: RoleBudget = MERGER_BUDGET,
+    identity: str = "",
 ) -> MergeResult:
     """Write one answer from ``results`` for a ``complex`` plan, streamed as ``text_delta``
     without ``step_id``; emits the call's ``context_budget`` (role ``merger``) first.
+    ``identity`` is the agent profile's identity prompt (empty: none).
 
     A provider failure raises ``ModelError``: the turn fails with its code.
     """
     request, report = await _request(
-        MERGE_PROMPT, result_items(plan, results), user_text, view, budget, counter
+        MERGE_PROMPT, result_items(plan, results), user_text, view, budget, counter, identity
     )
     emit(ContextBudget(role="merger", report=report.to_dict()))
     called = await call_model(model, request, on_text=lambda text: emit(TextDelta(delta=text)))
@@ -127,12 +129,14 @@ async def answer(
     budget: RoleBudget,
     counter: TokenCounter,
     on_text: Callable[[str], None],
+    identity: str = "",
 ) -> MergeResult:
     """Write a ``simple`` turn's answer from the session's ``knowledge`` (source name and
     text), streamed through ``on_text``; ``budget`` says how its prompt fitted (the caller
-    logs it). A provider failure raises ``ModelError``."""
+    logs it), ``identity`` is the agent profile's identity prompt (empty: none). A
+    provider failure raises ``ModelError``."""
     items = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in knowledge]
-    request, report = await _request(ANSWER_PROMPT, items, text, view, budget, counter)
+    request, report = await _request(ANSWER_PROMPT, items, text, view, budget, counter, identity)
     return MergeResult.of(await call_model(model, request, on_text=on_text), report)
 
 
@@ -143,10 +147,12 @@ async def _request(
     view: History,
     budget: RoleBudget,
     counter: TokenCounter,
+    identity: str,
 ) -> tuple[ModelRequest, BudgetReport]:
-    """The writer's request: ``prompt``, the conversation ending with the user's message,
-    and ``items`` as its data section, each fitted to its share of ``budget``."""
-    system = fit_text("system", budget.tokens("system"), prompt, counter=counter)
+    """The writer's request: the agent's ``identity`` and ``prompt``, the conversation
+    ending with the user's message, and ``items`` as its data section, each fitted to its
+    share of ``budget``."""
+    system = fit_system(identity, prompt, budget.tokens("system"), counter=counter)
     section = await afit_section("results", budget.tokens("results"), items, counter=counter)
     conversation = fit_history(
         view, budget.tokens("conversation"), counter=counter, current=Message.user(user_text)
@@ -154,10 +160,11 @@ async def _request(
     *older, current = conversation.messages
     request = layout_request(
         PromptParts(
-            system=system.text,
+            system=system.prompt,
+            identity=system.identity,
             knowledge=(section.text,) if section.text else (),
             history=tuple(older),
             task=current,
         )
     )
-    return request, BudgetReport.build(budget, [system, section, conversation.fill])
+    return request, BudgetReport.build(budget, [system.fill, section, conversation.fill])

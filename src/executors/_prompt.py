@@ -8,7 +8,7 @@ bytes (``context.executor_request`` appends the loop after them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from context import (
     BudgetReport,
@@ -63,12 +63,14 @@ def build_prompt(
     data: Sequence[Item],
     budget: RoleBudget,
     counter: TokenCounter,
+    identity: str = "",
 ) -> StepPrompt:
-    """Fit the instructions, goal, tools and data into ``budget`` (system, task, tools,
-    data); tools that do not fit whole are listed by name and cannot be called."""
-    system = fit_text("system", budget.tokens("system"), EXECUTOR_PROMPT, counter=counter)
+    """Fit the agent's ``identity`` and instructions, goal, tools and data into ``budget``
+    (system, task, tools, data); tools that do not fit whole are listed by name and
+    cannot be called."""
+    system = fit_system(identity, EXECUTOR_PROMPT, budget.tokens("system"), counter=counter)
     task = fit_text("task", budget.tokens("task"), goal, counter=counter)
-    fills: list[SectionFill] = [system, task]
+    fills: list[SectionFill] = [system.fill, task]
     specs = [tool_spec(tool) for tool in tools]
     fitted = fit_tools(specs, budget.tokens("tools"), counter=counter) if specs else None
     if fitted is not None:
@@ -81,7 +83,8 @@ def build_prompt(
         fills.append(fill)
         knowledge = (fill.text,) if fill.text else ()
     parts = PromptParts(
-        system=system.text,
+        system=system.prompt,
+        identity=system.identity,
         tools=fitted.specs if fitted else (),
         tool_listing=fitted.listing if fitted else "",
         knowledge=knowledge,
@@ -93,6 +96,32 @@ def build_prompt(
         report=BudgetReport.build(budget, fills, step_id=step_id),
         tools={tool.wire_name: tool for tool in tools if tool.wire_name in callable_names},
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SystemFit:
+    """The ``system`` section as two blocks: the fitted ``identity`` and ``prompt`` texts,
+    and one ``fill`` for the budget report that counts both."""
+
+    identity: str
+    prompt: str
+    fill: SectionFill
+
+
+def fit_system(identity: str, prompt: str, allocation: int, *, counter: TokenCounter) -> SystemFit:
+    """Fit the agent's ``identity``, then the role's ``prompt`` into what it leaves of the
+    ``system`` allocation. The identity goes first because it is the operator's word (it
+    may hold rules the agent must keep); an over-long one cuts the prompt's tail, and
+    every cut is in the fill. Without an identity this is ``fit_text`` of the prompt."""
+    if not identity:
+        fill = fit_text("system", allocation, prompt, counter=counter)
+        return SystemFit(identity="", prompt=fill.text, fill=fill)
+    who = fit_section("system", allocation, [Item(full=identity, key="identity")], counter=counter)
+    rest = fit_text("system", allocation - who.used, prompt, counter=counter)
+    text = "\n\n".join(t for t in (who.text, rest.text) if t)
+    used, cuts = who.used + rest.used, who.cuts + rest.cuts
+    fill = replace(rest, allocated=allocation, used=used, text=text, cuts=cuts)
+    return SystemFit(identity=who.text, prompt=rest.text, fill=fill)
 
 
 def dependency_item(step_id: str, goal: str, summary: str) -> Item:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
 from context import (
     PLANNER_BUDGET,
     BudgetReport,
+    Item,
     RoleBudget,
+    SectionFill,
     TokenCounter,
     fit_history,
     fit_section,
@@ -70,14 +72,16 @@ class PlanOutcome:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Planning:
     """What the planner plans with: the ``catalogue`` it picks from, the plan ``limits``,
-    its prompt ``budget``, how long it may take, and the token ``counter`` for its model
-    (one is made from the model's name if none is given)."""
+    its prompt ``budget``, how long it may take, the token ``counter`` for its model
+    (one is made from the model's name if none is given), and the agent profile's
+    ``identity`` prompt (empty: none), so the plan suits the agent the user talks to."""
 
     catalogue: Catalogue
     limits: PlanLimits = field(default_factory=PlanLimits)
     timeout_s: float = 30.0
     budget: RoleBudget = PLANNER_BUDGET
     counter: TokenCounter | None = None
+    identity: str = ""
 
 
 async def make_plan(
@@ -91,25 +95,17 @@ async def make_plan(
     """Plan ``message``; never raises for a bad plan or a timeout, raises ``ModelError``
     when the provider fails.
 
-    The prompt is fitted into ``planning.budget``: instructions and catalogue into
-    ``system``, the conversation into ``conversation``, what the session already loaded
-    into ``context``.
+    The prompt is fitted into ``planning.budget``: the identity, instructions and
+    catalogue into ``system``, the conversation into ``conversation``, what the session
+    already loaded into ``context``.
     """
     started = time.monotonic()
     catalogue, limits, budget = planning.catalogue, planning.limits, planning.budget
     timeout_s = planning.timeout_s
     counter = planning.counter or TokenCounter(model.name)
-    rules = instructions(max_steps=limits.max_steps, max_tool_calls=limits.max_tool_calls_per_step)
-    static = fit_section(
-        "system",
-        budget.tokens("system"),
-        catalogue_items(rules, catalogue.tools, catalogue.sources),
-        counter=counter,
-        separator="\n",
-    )
+    system, static = _system(planning, counter)
     conversation = fit_history(history, budget.tokens("conversation"), counter=counter)
     known = fit_text("context", budget.tokens("context"), "; ".join(loaded), counter=counter)
-    system = (SystemBlock(text=static.text, cache=True),)
     calls = _Calls(model, system, conversation.messages, timeout_s)
     calls.report = BudgetReport.build(budget, [static, conversation.fill, known])
     loaded = [known.text] if known.text else []
@@ -130,6 +126,32 @@ async def make_plan(
         reason = f"the planner model did not answer within {timeout_s:g} s"
     plan = fallback_plan(message, catalogue, reason)
     return calls.outcome(plan, calls.count, first_problems, started, fallback=reason)
+
+
+def _system(
+    planning: Planning, counter: TokenCounter
+) -> tuple[tuple[SystemBlock, ...], SectionFill]:
+    """The system blocks and the ``system`` fill that counts them all.
+
+    The identity goes first, uncached, so the static block's mark covers it: it joins the
+    cached prefix without a mark of its own (the last non-empty block carries it). It is
+    fitted first too: the operator's word outranks the catalogue, which the rest of the
+    allocation abbreviates as usual.
+    """
+    limits, catalogue, identity = planning.limits, planning.catalogue, planning.identity
+    rules = instructions(max_steps=limits.max_steps, max_tool_calls=limits.max_tool_calls_per_step)
+    items = catalogue_items(rules, catalogue.tools, catalogue.sources)
+    total = planning.budget.tokens("system")
+    if not identity:
+        static = fit_section("system", total, items, counter=counter, separator="\n")
+        return (SystemBlock(text=static.text, cache=True),), static
+    who = fit_section("system", total, [Item(full=identity, key="identity")], counter=counter)
+    static = fit_section("system", total - who.used, items, counter=counter, separator="\n")
+    texts = [t for t in (who.text, static.text) if t] or [static.text]
+    blocks = tuple(SystemBlock(text=t, cache=i == len(texts) - 1) for i, t in enumerate(texts))
+    used, cuts = who.used + static.used, who.cuts + static.cuts
+    fill = replace(static, allocated=total, used=used, text="\n\n".join(texts), cuts=cuts)
+    return blocks, fill
 
 
 def fallback_plan(message: str, catalogue: Catalogue, reason: str) -> Plan:

@@ -8,6 +8,7 @@ on ``Base``, refers to ``OrgRow`` and stamps times with ``utcnow``.
 """
 
 from store import _usage_models as _usage_models  # registers the daily roll-ups
+from store._agents import AgentExistsError, AgentRecord, Agents
 from store._audit import AuditEntry, AuditLog
 from store._idempotency import IdempotencyClaim
 from store._leases import Claim
@@ -24,6 +25,9 @@ from store._tool_executions import ToolExecutionRecord, idempotency_key
 metadata = Base.metadata
 
 __all__ = [
+    "AgentExistsError",
+    "AgentRecord",
+    "Agents",
     "AuditEntry",
     "AuditLog",
     "Base",

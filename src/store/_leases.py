@@ -100,9 +100,9 @@ class Leases:
 
     async def take(
         self, turn_id: str, worker_id: str, lease_s: float, *, job: dict[str, Any] | None = None
-    ) -> int:
-        """Hold ``turn_id`` (a suspended turn resuming here); returns the session's epoch.
-        Keeps a job already recorded, else records ``job``."""
+    ) -> tuple[int, dict[str, Any] | None]:
+        """Hold ``turn_id`` (a suspended turn resuming here); returns the session's epoch
+        and the turn's job: the one already recorded if any, else ``job``, recorded now."""
         async with self._db.write() as conn:
             row = (
                 await conn.execute(
@@ -115,7 +115,7 @@ class Leases:
                 held["job"] = job
             await conn.execute(update(TurnRow).where(TurnRow.id == turn_id).values(**held))
             epoch = await conn.scalar(select(SessionRow.epoch).where(SessionRow.id == session_id))
-        return int(epoch or 0)
+        return int(epoch or 0), row.job or job
 
     async def holder(self, turn_id: str) -> tuple[str | None, datetime | None]:
         """Who holds ``turn_id`` and until when (for operators and tests)."""

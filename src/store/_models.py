@@ -76,6 +76,8 @@ class SessionRow(Base):
     org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"))
     user_id: Mapped[str] = mapped_column(String(128))
     title: Mapped[str | None] = mapped_column(String(200), default=None)
+    # The agent profile the session talks to (its handle; NULL: the org's default).
+    agent: Mapped[str | None] = mapped_column(String(64), default=None)
     # The per-session sequence counter: bumped in the same transaction as each insert.
     last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     # Bumped when a worker takes over a turn of the session: appends made under an older

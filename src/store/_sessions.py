@@ -23,6 +23,7 @@ class SessionRecord:
     last_seq: int
     created_at: datetime
     updated_at: datetime
+    agent: str | None = None  # the agent profile's handle (None: the org's default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,7 @@ _SESSION_COLUMNS = (
     SessionRow.last_seq,
     SessionRow.created_at,
     SessionRow.updated_at,
+    SessionRow.agent,
 )
 _TURN_COLUMNS = (
     TurnRow.id,
@@ -88,9 +90,16 @@ class Sessions:
         self._log = log
 
     async def create(
-        self, *, org_id: str, user_id: str, session_id: str, title: str | None
+        self,
+        *,
+        org_id: str,
+        user_id: str,
+        session_id: str,
+        title: str | None,
+        agent: str | None = None,
     ) -> None:
-        """Create a session, and its org on first sight (orgs come from tokens)."""
+        """Create a session (of ``agent``, a profile's handle; ``None``: the org's
+        default), and its org on first sight (orgs come from tokens)."""
         now = utcnow()
         dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         async with self._db.write() as conn:
@@ -105,6 +114,7 @@ class Sessions:
                     org_id=org_id,
                     user_id=user_id,
                     title=title,
+                    agent=agent,
                     last_seq=0,
                     created_at=now,
                     updated_at=now,

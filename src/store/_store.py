@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
+from store._agents import Agents
 from store._audit import AuditLog
 from store._db import Database
 from store._idempotency import IdempotencyKeys
@@ -38,6 +39,7 @@ class Store:
         self.idempotency = IdempotencyKeys(self.db)
         self.retention = Retention(self.db)
         self.audit = AuditLog(self.db)
+        self.agents = Agents(self.db)
 
     @property
     def dialect(self) -> str:

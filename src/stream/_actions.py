@@ -21,7 +21,7 @@ _UNDO_REFUSALS: dict[str, ErrorCode] = {
     "no_inverse": "no_inverse",
     "already_undone": "already_undone",
 }
-_DENIED = frozenset({"forbidden", "capability_blocked"})
+_DENIED = frozenset({"forbidden", "tool_not_allowed"})
 _UNRUNNABLE = frozenset({"unknown_tool", "invalid_input", "tool_use_conflict"})
 
 

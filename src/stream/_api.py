@@ -12,6 +12,7 @@ from litestar import Request
 from litestar.di import NamedDependency
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleet import HANDLE_PATTERN, AgentDirectory, AgentProfile
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import UUID_PATTERN, MessageText
@@ -60,6 +61,7 @@ class Services:
     models: ModelResolver
     config: StreamConfig
     kit: TurnKit
+    agents: AgentDirectory
     locks: SessionLocks = field(default_factory=SessionLocks)
 
 
@@ -86,6 +88,12 @@ class ChatRequest(RequestBody):
     )
     model: str | None = Field(
         default=None, max_length=200, description="A model spec among the server's allowed ones."
+    )
+    agent: str | None = Field(
+        default=None,
+        pattern=HANDLE_PATTERN,
+        description="The agent to talk to (its handle); omit for the org's default. A "
+        "session keeps the agent it started with.",
     )
 
 
@@ -121,6 +129,7 @@ class EventOut(BaseModel):
 class SessionSummary(BaseModel):
     id: str
     title: str | None
+    agent: str | None = Field(default=None, description="The agent's handle; null: default.")
     last_seq: int
     created_at: datetime
     updated_at: datetime
@@ -178,3 +187,18 @@ class OrgKeyOut(BaseModel):
 class EventPage(BaseModel):
     events: list[EventOut]
     last_seq: int
+
+
+class AgentIn(AgentProfile, RequestBody):
+    """An agent profile as written (``PUT`` replaces the whole profile: a new version)."""
+
+
+class AgentCreate(AgentIn):
+    handle: str = Field(pattern=HANDLE_PATTERN, description="Its name in the org and in URLs.")
+
+
+class AgentOut(AgentProfile):
+    handle: str
+    version: int = Field(description="The profile's version; 0: the built-in default.")
+    created_at: datetime | None
+    updated_at: datetime | None

@@ -12,8 +12,20 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 
+from fleet import AgentDirectory, AgentPolicy, default_policy, default_profile
 from store import Store
-from stream import _actions, _budget, _keys, _metrics, _plan, _resolve, _routes, _usage, _web
+from stream import (
+    _actions,
+    _agents,
+    _budget,
+    _keys,
+    _metrics,
+    _plan,
+    _resolve,
+    _routes,
+    _usage,
+    _web,
+)
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._bounds import check_bounds
@@ -37,6 +49,11 @@ ROUTES = [
     _metrics.metrics,
     _usage.org_usage,
     _plan.plan_dry_run,
+    _agents.list_agents,
+    _agents.create_agent,
+    _agents.get_agent,
+    _agents.put_agent,
+    _agents.delete_agent,
     _keys.list_org_keys,
     _keys.put_org_key,
     _keys.delete_org_key,
@@ -51,16 +68,23 @@ def create_app(
     models: TurnModels,
     config: StreamConfig,
     kit: TurnKit | None = None,
+    policy: AgentPolicy | None = None,
     version: str = "0",
     startup: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> Litestar:
     """Build the app over an open store; closing the app closes the store."""
     kit = kit or TurnKit()
-    runner = TurnRunner(
-        store, turn_timeout_s=config.turn_timeout_s, kit=kit, lease_s=config.lease_s
-    )
     resolver = ModelResolver(models, store.org_keys)
-    services = Services(store=store, runner=runner, models=resolver, config=config, kit=kit)
+    directory = AgentDirectory(
+        store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit)
+    )
+    runner = TurnRunner(
+        store, turn_timeout_s=config.turn_timeout_s, kit=kit, lease_s=config.lease_s,
+        setups=directory.setups(resolver),
+    )  # fmt: skip
+    services = Services(
+        store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory
+    )
     keeper = Keeper(store, runner, resolver, pending_ttl_s=config.pending_ttl_s)
 
     async def on_startup() -> None:

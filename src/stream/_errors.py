@@ -40,6 +40,13 @@ ErrorCode = Literal[
     "tool_superseded",
     "tool_expired",
     "invalid_pick",
+    "agent_exists",
+    "agent_mismatch",
+    "agent_paused",
+    "default_agent",
+    "tool_blocked",
+    "unknown_tool",
+    "model_not_allowed",
     "internal",
 ]
 _log = structlog.get_logger("bosun.http")

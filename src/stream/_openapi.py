@@ -101,6 +101,25 @@ def schema_of(json_schema: Mapping[str, Any]) -> Schema:
     return Schema(**kwargs)
 
 
+def _inlined(json_schema: dict[str, Any]) -> dict[str, Any]:
+    """``json_schema`` with its nested models (``$defs``, referred to by ``$ref``) written
+    in place: a body's schema stands alone. Bodies nest no model in itself."""
+    defs = json_schema.pop("$defs", {})
+
+    def inline(value: Any) -> Any:
+        if isinstance(value, dict):
+            ref = value.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {k: inline(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [inline(v) for v in value]
+        return value
+
+    inlined: dict[str, Any] = inline(json_schema)
+    return inlined
+
+
 class BodySchemaPlugin(OpenAPISchemaPlugin):
     """Request bodies (pydantic models that refuse unknown fields) get pydantic's own JSON
     schema. ``settings`` adds, by property name, the constraints that come from settings
@@ -122,8 +141,7 @@ class BodySchemaPlugin(OpenAPISchemaPlugin):
         self, field_definition: FieldDefinition, schema_creator: SchemaCreator
     ) -> Schema:
         model: type[BaseModel] = field_definition.annotation
-        json_schema = model.model_json_schema(mode="validation")
-        assert "$defs" not in json_schema, f"{model.__name__} nests models: map its $defs"
+        json_schema = _inlined(model.model_json_schema(mode="validation"))
         for name, keywords in self.settings.items():
             if name in json_schema["properties"]:
                 json_schema["properties"][name].update(keywords)

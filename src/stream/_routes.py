@@ -14,7 +14,9 @@ from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
 from context import conversation
+from fleet import DEFAULT_HANDLE, AgentSetup
 from store import IdempotencyClaim, SessionRecord, StoredEvent
+from stream._agents import agent_or_404
 from stream._api import (
     AuthedRequest,
     ChatRequest,
@@ -64,13 +66,31 @@ async def session_for(services: Services, principal: Principal, session_id: str)
     return record
 
 
-async def _pick_models(services: Services, org_id: str, spec: str | None) -> TurnRoleModels:
+async def _pick_models(
+    services: Services, org_id: str, spec: str | None, setup: AgentSetup
+) -> TurnRoleModels:
     try:
-        return await services.models.resolve(org_id=org_id, requested=spec)
-    except ModelNotAllowedError:
+        return await services.models.resolve(org_id=org_id, requested=spec, roles=setup.specs)
+    except ModelNotAllowedError as exc:
         allowed = ", ".join(services.models.allowed) or "none"
-        message = f"Model {spec!r} is not allowed here (allowed: {allowed})"
+        message = f"Model {exc.args[0]!r} is not allowed here (allowed: {allowed})"
         raise ApiError(400, "invalid_request", message) from None
+
+
+async def _pick_agent(
+    services: Services, principal: Principal, asked: str | None, session: SessionRecord | None
+) -> AgentSetup:
+    """The agent a chat talks to: the session's (a session keeps its agent), else the one
+    asked for, else the org's default. A paused agent takes no new turns."""
+    if session is not None and asked is not None and asked != (session.agent or DEFAULT_HANDLE):
+        raise ApiError(
+            409, "agent_mismatch", f"This session talks to {session.agent or DEFAULT_HANDLE!r}"
+        )
+    handle = session.agent if session is not None else asked
+    agent = await agent_or_404(services, principal.org_id, handle)
+    if agent.profile.paused:
+        raise ApiError(409, "agent_paused", f"The agent {agent.handle!r} is paused")
+    return services.agents.setup(agent)
 
 
 async def _start_turn(
@@ -82,10 +102,12 @@ async def _start_turn(
     check_message_length(body.message, services.config.max_message_chars)
     if key is not None:
         _check_key(key)
-    models = await _pick_models(services, principal.org_id, body.model)
-    session_id = None
+    session = None
     if body.session_id is not None:
-        session_id = (await session_for(services, principal, body.session_id)).id
+        session = await session_for(services, principal, body.session_id)
+    setup = await _pick_agent(services, principal, body.agent, session)
+    models = await _pick_models(services, principal.org_id, body.model, setup)
+    session_id = session.id if session is not None else None
     claim = None
     if key is not None:
         held = await _claim_key(services, request, key, body)
@@ -94,7 +116,7 @@ async def _start_turn(
         claim = held
     try:
         await enforce_rate_limits(services, principal)
-        handle = await _open_turn(services, request, body, session_id, models)
+        handle = await _open_turn(services, request, body, session_id, (setup, models))
     except BaseException:
         if claim is not None:  # no turn started: a retry may claim the key again
             await services.store.idempotency.release(claim)
@@ -111,17 +133,22 @@ async def _open_turn(
     request: AuthedRequest,
     body: ChatRequest,
     session_id: str | None,
-    models: TurnRoleModels,
+    chosen: tuple[AgentSetup, TurnRoleModels],
 ) -> TurnHandle:
     principal = request.user
+    setup, models = chosen
+    agent = setup.agent
     if session_id is None:
         session_id = await new_session(
             services.store,
             org_id=principal.org_id,
             user_id=principal.user_id,
             first_message=body.message,
+            agent=None if agent.handle == DEFAULT_HANDLE else agent.handle,
         )
     return await services.runner.start(
+        kit=setup.kit,
+        agent=(agent.handle, agent.version),
         session_id=session_id,
         org_id=principal.org_id,
         user_id=principal.user_id,
@@ -279,6 +306,7 @@ def _summary(record: SessionRecord) -> SessionSummary:
     return SessionSummary(
         id=record.id,
         title=record.title,
+        agent=record.agent,
         last_seq=record.last_seq,
         created_at=record.created_at,
         updated_at=record.updated_at,

@@ -60,15 +60,17 @@ class Capabilities:
 
     Entries are tool names (``members.search``) or whole routers (``members.*``).
     ``allow=None`` allows every registered tool; ``blocked`` always wins over ``allow``.
+    ``confirm``: tools whose calls wait for a human's approval even where the tool does
+    not ask for it (the profile's approval policy).
     """
 
     allow: frozenset[str] | None = None
     blocked: frozenset[str] = frozenset()
+    confirm: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        bad = sorted(
-            e for e in (self.allow or frozenset()) | self.blocked if not _CAPABILITY.match(e)
-        )
+        entries = (self.allow or frozenset()) | self.blocked | self.confirm
+        bad = sorted(e for e in entries if not _CAPABILITY.match(e))
         if bad:
             raise ValueError(
                 f"Capability entries must be tool names or 'router.*', not {bad}; "
@@ -77,10 +79,32 @@ class Capabilities:
 
     def permits(self, name: str) -> bool:
         """Whether the tool called ``name`` (its registry name) may run under this profile."""
-        router_wide = f"{name.split('.', 1)[0]}.*"
-        if name in self.blocked or router_wide in self.blocked:
+        if _names(name, self.blocked):
             return False
-        return self.allow is None or name in self.allow or router_wide in self.allow
+        return self.allow is None or _names(name, self.allow)
+
+    def needs_approval(self, tool: ToolDef) -> bool:
+        """Whether a call of ``tool`` waits for a human: the tool asks, or the profile does."""
+        return tool.needs_confirmation or _names(tool.name, self.confirm)
+
+    def shown(self, tool: ToolDef) -> ToolDef:
+        """``tool`` as this profile uses it: marked ``confirm='always'`` where the profile's
+        approval policy asks for it, so every listing and pre-flight says so."""
+        if tool.needs_confirmation or tool.kind == "user_picker":
+            return tool
+        if not _names(tool.name, self.confirm):
+            return tool
+        return replace(tool, confirm="always")
+
+    def usable(self, registry: ToolRegistry) -> ToolRegistry:
+        """The tools of ``registry`` this profile may use, as it uses them: what its planner
+        and executors are shown (the others never are)."""
+        return ToolRegistry(self.shown(tool) for tool in registry if self.permits(tool.name))
+
+
+def _names(name: str, entries: frozenset[str]) -> bool:
+    """Whether ``entries`` (tool names and ``router.*``) name the tool ``name``."""
+    return name in entries or f"{name.split('.', 1)[0]}.*" in entries
 
 
 class ToolRunner:
@@ -105,7 +129,7 @@ class ToolRunner:
 
     def check(self, call: ToolCallRequest, role: UserRole) -> ToolDef | ToolOutcome:
         """The policy gates and input validation, without I/O: the tool, or the refusal
-        (``unknown_tool``, ``forbidden``, ``capability_blocked``, ``invalid_input``)."""
+        (``unknown_tool``, ``forbidden``, ``tool_not_allowed``, ``invalid_input``)."""
         admitted = self._admit(call, role)
         return admitted if isinstance(admitted, ToolOutcome) else admitted[0]
 
@@ -124,7 +148,8 @@ class ToolRunner:
             return refused(call, tool.name, "forbidden", message, _DO_NOT_RETRY)
         if not self.capabilities.permits(tool.name):
             message = f"{tool.name} is not enabled for this agent"
-            return refused(call, tool.name, "capability_blocked", message, _DO_NOT_RETRY)
+            return refused(call, tool.name, "tool_not_allowed", message, _DO_NOT_RETRY)
+        tool = self.capabilities.shown(tool)
         try:
             args = tool.input_model.model_validate(call.input)
         except ValidationError as exc:
@@ -162,7 +187,7 @@ class ToolRunner:
         if isinstance(admitted, ToolOutcome):
             return logged(call, admitted)
         tool, args = admitted
-        if _first_read(tool, call, ctx):
+        if _first_read(tool, call, ctx, self.capabilities):
             return logged(call, await self._run_read(tool, args, call, ctx))
         executions = self.store.tool_executions
         # Record the call first: a new call is one insert; one recorded before (a retry, a
@@ -172,7 +197,7 @@ class ToolRunner:
             return logged(call, settled)
         # A recorded approval is bound to this exact call (``settled_outcome`` checked it).
         approved = approved or (existing is not None and existing.status == "approved")
-        needs = _needs(tool, approved=approved)
+        needs = _needs(tool, self.capabilities, approved=approved)
         if needs is not None:
             pending = ToolOutcome(
                 tool_use_id=call.tool_use_id, tool=tool.name, ok=False, needs=needs
@@ -339,24 +364,25 @@ class _Ran:
         )
 
 
-def _first_read(tool: ToolDef, call: ToolCallRequest, ctx: ToolContext) -> bool:
+def _first_read(tool: ToolDef, call: ToolCallRequest, ctx: ToolContext, caps: Capabilities) -> bool:
     """Whether ``call`` is a read that needs no human, in a turn's first attempt, under an
     id the turn has not used yet: nothing can be recorded under it, so no pre-read."""
     if ctx.calls_run is None or call.tool_use_id in ctx.calls_run:
         return False
     ctx.calls_run.add(call.tool_use_id)
-    return tool.category == "read" and _needs(tool, approved=False) is None
+    return tool.category == "read" and _needs(tool, caps, approved=False) is None
 
 
 def _ms_since(started: float) -> int:
     return round((time.perf_counter() - started) * 1000)
 
 
-def _needs(tool: ToolDef, *, approved: bool) -> Needs | None:
+def _needs(tool: ToolDef, caps: Capabilities, *, approved: bool) -> Needs | None:
     """What a human must do before ``tool`` may run: pickers always wait for a pick (the
-    user's answer is their output); confirmed tools wait unless already approved."""
+    user's answer is their output); confirmed tools (by the tool or by the profile's
+    approval policy) wait unless already approved."""
     if tool.kind == "user_picker":
         return "pick"
-    if tool.needs_confirmation and not approved:
+    if caps.needs_approval(tool) and not approved:
         return "confirmation"
     return None

@@ -12,7 +12,7 @@ from turn._metering import UNMETERED, BudgetExceededError, CapPolicy, TurnMeter
 from turn._models import ModelNotAllowedError, ModelResolver, TurnRoleModels
 from turn._observe import METRICS, count_tool_executions
 from turn._phases import TurnKit
-from turn._runner import TurnHandle, TurnRunner, new_session
+from turn._runner import TurnHandle, TurnRunner, TurnSetup, new_session
 from turn._turn import AGENT_DISABLED, Turn, TurnModels, run_turn
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "TurnModels",
     "TurnRoleModels",
     "TurnRunner",
+    "TurnSetup",
     "count_tool_executions",
     "new_session",
     "run_turn",

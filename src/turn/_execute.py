@@ -69,10 +69,11 @@ async def execute_plan(
     executors = ExecutorKit(
         model=crew.executor,
         runner=ToolRunner(kit.tools, store, capabilities=kit.capabilities),
-        registry=kit.tools.for_role(scope.role),
+        registry=kit.capabilities.usable(kit.tools.for_role(scope.role)),
         counter=kit.counter(crew.executor),
         budget=kit.budgets.executor,
         limits=kit.executor_limits,
+        identity=kit.identity,
     )
     data = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in ask.knowledge]
     outcome = await run_plan(
@@ -90,6 +91,7 @@ async def execute_plan(
     merged = await merge(
         plan, outcome.results, model=crew.merger, counter=kit.counter(crew.merger),
         user_text=ask.text, view=ask.view, emit=emit, budget=kit.budgets.merger,
+        identity=kit.identity,
     )  # fmt: skip
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 
 from events import UserMessage
 from store import Claim, Store
-from turn._models import ModelNotAllowedError, ModelResolver
+from turn._models import ModelNotAllowedError, ModelResolver, TurnRoleModels
 from turn._runner import TurnRunner
 
 _log = structlog.get_logger("bosun.turns")
@@ -95,10 +96,11 @@ class Keeper:
             why = "The server stopped while this turn was running, and it cannot be resumed"
             await self._runner.close_unresumable(claim, why)
             return
-        try:
-            models = await self._models.resolve(org_id=str(job["org_id"]), requested=job["model"])
-        except ModelNotAllowedError:  # the model it used is no longer offered: the default
-            models = await self._models.resolve(org_id=str(job["org_id"]), requested=None)
+        kit = None
+        if self._runner.setups is not None:  # its agent's version: its kit and models
+            kit, models = await self._runner.setups(job)
+        else:
+            models = await self._models_of(job)
         _log.warning(
             "turn.taken_over",
             turn_id=claim.turn_id,
@@ -106,4 +108,10 @@ class Keeper:
             worker_id=self._runner.worker_id,
             epoch=claim.epoch,
         )
-        self._runner.take_over(claim, opening, models)
+        self._runner.take_over(claim, opening, models, kit)
+
+    async def _models_of(self, job: dict[str, Any]) -> TurnRoleModels:
+        try:
+            return await self._models.resolve(org_id=str(job["org_id"]), requested=job["model"])
+        except ModelNotAllowedError:  # the model it used is no longer offered: the default
+            return await self._models.resolve(org_id=str(job["org_id"]), requested=None)

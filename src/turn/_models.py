@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from providers import Model, provider_of
@@ -38,26 +39,44 @@ class ModelResolver:
     def allowed(self) -> list[str]:
         return sorted(self._models.selectable)
 
-    async def resolve(self, *, org_id: str, requested: str | None) -> TurnRoleModels:
-        """The turn's models; ``requested`` (a spec the server allows) replaces the answer's."""
-        models = self._models
+    async def resolve(
+        self, *, org_id: str, requested: str | None, roles: Mapping[str, str] | None = None
+    ) -> TurnRoleModels:
+        """The turn's models. ``roles`` (an agent profile's spec per role) replaces the
+        server's for those roles; ``requested`` (a spec the server allows) replaces the
+        answer's. A spec the server does not offer is ``ModelNotAllowedError``."""
+        models, roles = self._models, roles or {}
+        if requested is None and "merger" in roles:
+            requested = roles["merger"]
         if requested is None:
             answer = (models.specs.get("merger") or models.specs.get("executor"), models.answerer)
-        elif requested in models.selectable:
-            answer = (requested, models.selectable[requested])
         else:
-            raise ModelNotAllowedError(requested)
+            answer = (requested, self._offered(requested))
         keys: dict[str, str | None] = {}
         resolved = [
             await self._for_org(org_id, spec, model, keys)
             for spec, model in (
                 answer,
-                (models.specs.get("planner"), models.planner),
-                (models.specs.get("summariser"), models.summariser),
-                (models.specs.get("executor"), models.executor),
+                self._for_role("planner", models.planner, roles),
+                self._for_role("summariser", models.summariser, roles),
+                self._for_role("executor", models.executor, roles),
             )
         ]
         return TurnRoleModels(*resolved)
+
+    def _offered(self, spec: str) -> Model:
+        model = self._models.selectable.get(spec)
+        if model is None:
+            raise ModelNotAllowedError(spec)
+        return model
+
+    def _for_role(
+        self, role: str, model: Model | None, roles: Mapping[str, str]
+    ) -> tuple[str | None, Model | None]:
+        spec = roles.get(role)
+        if spec is None:
+            return self._models.specs.get(role), model
+        return spec, self._offered(spec)
 
     async def _for_org(
         self, org_id: str, spec: str | None, model: Model | None, keys: dict[str, str | None]

@@ -31,7 +31,9 @@ from turn._metering import CapPolicy
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnKit:
-    """What every turn shares: the catalogue, the budgets and the limits."""
+    """What every turn shares: the catalogue, the budgets and the limits, and the agent
+    profile's ``identity`` prompt (empty: none), which every role's prompt starts with so
+    the planner, the executors and the answer speak as one agent."""
 
     tools: ToolRegistry | None = None
     sources: SourceRegistry = field(default_factory=SourceRegistry)
@@ -44,6 +46,7 @@ class TurnKit:
     planner_timeout_s: float = 30.0
     source_timeout_s: float = 5.0
     summariser_timeout_s: float = 20.0
+    identity: str = ""
     _counters: dict[str, TokenCounter] = field(default_factory=dict)
 
     def counter(self, model: Model) -> TokenCounter:
@@ -61,11 +64,13 @@ class TurnKit:
             timeout_s=self.planner_timeout_s,
             budget=self.budgets.planner,
             counter=self.counter(model),
+            identity=self.identity,
         )
 
     def catalogue(self, role: UserRole) -> Catalogue:
         """What the planner may pick from, for a caller with ``role``."""
         tools = self.tools.for_role(role) if self.tools is not None else ToolRegistry()
+        tools = self.capabilities.usable(tools)  # an agent's ungranted tools are never shown
         return Catalogue(
             tools={t.name: t.describe("summary") for t in tools},
             read_tools=[t.name for t in tools.read_tools()],

@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,12 +36,17 @@ class TurnHandle:
     trace_id: str
 
 
-async def new_session(store: Store, *, org_id: str, user_id: str, first_message: str) -> str:
-    """Open a session for a conversation starting with ``first_message``; its id. Its
-    title is the message's start until the summariser writes a better one."""
+async def new_session(
+    store: Store, *, org_id: str, user_id: str, first_message: str, agent: str | None = None
+) -> str:
+    """Open a session (with ``agent``, a profile's handle) for a conversation starting
+    with ``first_message``; its id. Its title is the message's start until the summariser
+    writes a better one."""
     session_id = str(uuid.uuid4())
     title = first_message[:SESSION_TITLE_CHARS]
-    await store.sessions.create(org_id=org_id, user_id=user_id, session_id=session_id, title=title)
+    await store.sessions.create(
+        org_id=org_id, user_id=user_id, session_id=session_id, title=title, agent=agent
+    )
     return session_id
 
 
@@ -49,9 +55,24 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-def _job(org_id: str, user_id: str, role: UserRole, model_spec: str | None) -> dict[str, Any]:
-    """What another worker needs to run a turn (recorded on its row): who, and which model."""
-    return {"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec}
+def _job(
+    org_id: str,
+    user_id: str,
+    role: UserRole,
+    model_spec: str | None,
+    agent: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """What another worker needs to run a turn (recorded on its row): who, which model,
+    and which version of which agent (none: the server's own kit)."""
+    job: dict[str, Any] = {"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec}
+    if agent is not None:
+        job["agent"], job["agent_version"] = agent
+    return job
+
+
+TurnSetup = Callable[[Mapping[str, Any]], Awaitable[tuple[TurnKit, TurnRoleModels]]]
+"""The kit and models a recorded job runs with (its agent's version): for resumes and
+takeovers, which start from the job alone."""
 
 
 class TurnRunner:
@@ -65,10 +86,12 @@ class TurnRunner:
         kit: TurnKit | None = None,
         worker_id: str | None = None,
         lease_s: float = 15.0,
+        setups: TurnSetup | None = None,
     ) -> None:
         self._store = store
         self._turn_timeout_s = turn_timeout_s
         self._kit = kit or TurnKit()
+        self.setups = setups
         self.worker_id = worker_id or new_worker_id()
         self.lease_s = lease_s
         self._tasks: dict[str, asyncio.Task[TurnStatus | None]] = {}
@@ -94,13 +117,16 @@ class TurnRunner:
         models: TurnRoleModels,
         trace_id: str,
         model_spec: str | None = None,
+        kit: TurnKit | None = None,
+        agent: tuple[str, int] | None = None,
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row says enough for another worker to take it over
-        (``model_spec``: the model the request picked, if any)."""
+        (``model_spec``: the model the request picked, if any; ``agent``: the handle and
+        version of the agent whose ``kit`` it runs with)."""
         await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
-        job = _job(org_id, user_id, role, model_spec)
+        job = _job(org_id, user_id, role, model_spec, agent)
         turn = self._turn(
             session_id=session_id, turn_id=str(uuid.uuid4()), trace_id=trace_id, job=job,
             opening=opening, models=models,
@@ -114,7 +140,7 @@ class TurnRunner:
             lease_until=self.lease_until(),
             job=job,
         )
-        return self._launch(replace(turn, epoch=epoch))
+        return self._launch(replace(turn, epoch=epoch), kit)
 
     async def _supersede(self, session_id: str) -> None:
         """A new message makes the session's open questions moot: its suspended turns end
@@ -138,21 +164,31 @@ class TurnRunner:
         background. The caller has marked it running again (``Sessions.resume_turn``);
         this worker takes its lease. ``opening`` is the turn's ``user_message``; the answer
         keeps its message id."""
-        job = _job(org_id, user_id, role, None)
-        epoch = await self._store.leases.take(turn.id, self.worker_id, self.lease_s, job=job)
+        epoch, job = await self._store.leases.take(
+            turn.id, self.worker_id, self.lease_s, job=_job(org_id, user_id, role, None)
+        )
+        kit = None
+        if job is not None and self.setups is not None:  # the models and kit it started with
+            kit, models = await self.setups(job)
         resumed = self._turn(
-            session_id=turn.session_id, turn_id=turn.id, trace_id=turn.trace_id, job=job,
-            opening=opening, models=models,
+            session_id=turn.session_id, turn_id=turn.id, trace_id=turn.trace_id,
+            job=job or _job(org_id, user_id, role, None), opening=opening, models=models,
         )  # fmt: skip
-        return self._launch(replace(resumed, resume=suspended, epoch=epoch))
+        return self._launch(replace(resumed, resume=suspended, epoch=epoch), kit)
 
-    def take_over(self, claim: Claim, opening: UserMessage, models: TurnRoleModels) -> TurnHandle:
+    def take_over(
+        self,
+        claim: Claim,
+        opening: UserMessage,
+        models: TurnRoleModels,
+        kit: TurnKit | None = None,
+    ) -> TurnHandle:
         """Run a turn claimed from a dead worker on from where its log ends."""
         turn = self._turn(
             session_id=claim.session_id, turn_id=claim.turn_id, trace_id=claim.trace_id,
             job=claim.job or {}, opening=opening, models=models,
         )  # fmt: skip
-        return self._launch(replace(turn, takeover=True, epoch=claim.epoch))
+        return self._launch(replace(turn, takeover=True, epoch=claim.epoch), kit)
 
     def _turn(
         self,
@@ -191,17 +227,17 @@ class TurnRunner:
                 _log.warning("turn.lost_lease", turn_id=turn_id, worker_id=self.worker_id)
                 task.cancel()
 
-    def _launch(self, turn: Turn) -> TurnHandle:
-        task = asyncio.create_task(self._owned(turn), name=f"turn-{turn.turn_id}")
+    def _launch(self, turn: Turn, kit: TurnKit | None = None) -> TurnHandle:
+        task = asyncio.create_task(self._owned(turn, kit or self._kit), name=f"turn-{turn.turn_id}")
         self._tasks[turn.turn_id] = task
         self._sessions[turn.turn_id] = turn.session_id
         task.add_done_callback(lambda _: self._forget(turn.turn_id))
         return TurnHandle(session_id=turn.session_id, turn_id=turn.turn_id, trace_id=turn.trace_id)
 
-    async def _owned(self, turn: Turn) -> TurnStatus | None:
+    async def _owned(self, turn: Turn, kit: TurnKit) -> TurnStatus | None:
         """Run ``turn``; ``None`` when it turned out another worker owns it now."""
         try:
-            return await run_turn(self._store, turn, self._kit)
+            return await run_turn(self._store, turn, kit)
         except StaleOwnerError:
             _log.warning("turn.fenced", turn_id=turn.turn_id, worker_id=self.worker_id)
             return None

@@ -338,7 +338,7 @@ async def _answer(job: _Job, ask: Ask) -> Ending:
     reply = await answer(
         job.model, ask.text, view=ask.view, knowledge=ask.knowledge,
         budget=kit.budgets.merger, counter=kit.counter(job.model),
-        on_text=lambda text: out.add(TextDelta(delta=text)),
+        on_text=lambda text: out.add(TextDelta(delta=text)), identity=kit.identity,
     )  # fmt: skip
     out.add(ContextBudget(role="merger", report=reply.budget.to_dict()))
     return _closing(job.turn, reply.stop_reason), "completed", ()

@@ -265,17 +265,17 @@ def test_capabilities_allow_routers_and_blocked_always_wins() -> None:
         Capabilities(allow=frozenset({"members_search"}), blocked=frozenset({"*"}))
 
 
-async def test_capability_blocked_calls_never_run_or_record(acme: Studio) -> None:
+async def test_calls_of_tools_the_agent_may_not_use_never_run_or_record(acme: Studio) -> None:
     caps = Capabilities(allow=frozenset({"members.*"}), blocked=frozenset({"members.get"}))
     runner = ToolRunner(DEMO, acme.store, capabilities=caps)
     blocked = await runner.run(acme.call("members.get", {"member_id": "mem_x"}), acme.ctx)
     assert error_of(blocked) == ToolFailure(
-        code="capability_blocked",
+        code="tool_not_allowed",
         message="members.get is not enabled for this agent",
         hint="Tell the user you cannot do this here; do not retry",
     )
     create = acme.call("workouts.create", {"title": "Blocked"}, "tu_2")
-    assert error_of(await runner.run(create, acme.ctx)).code == "capability_blocked"
+    assert error_of(await runner.run(create, acme.ctx)).code == "tool_not_allowed"
     assert await workouts_titled(acme.store, "Blocked") == 0
     assert await acme.store.tool_executions.list_for_turn("turn_1") == []
     # The unknown-tool hint only names tools this profile allows.

@@ -1,0 +1,37 @@
+"""The fleet: an org's agents (profiles: identity, models, tools, approvals, limits) and
+what their turns run with. Above ``turn`` (a profile becomes a turn's kit), below the
+HTTP routes and the composition root."""
+
+from fleet._directory import (
+    Agent,
+    AgentDirectory,
+    AgentNotFoundError,
+    AgentSetup,
+    default_policy,
+    default_profile,
+)
+from fleet._profile import (
+    DEFAULT_HANDLE,
+    HANDLE_PATTERN,
+    AgentPolicy,
+    AgentProfile,
+    ProfileError,
+    ProfileLimits,
+    ProfileModels,
+)
+
+__all__ = [
+    "DEFAULT_HANDLE",
+    "HANDLE_PATTERN",
+    "Agent",
+    "AgentDirectory",
+    "AgentNotFoundError",
+    "AgentPolicy",
+    "AgentProfile",
+    "AgentSetup",
+    "ProfileError",
+    "ProfileLimits",
+    "ProfileModels",
+    "default_policy",
+    "default_profile",
+]

@@ -1,0 +1,205 @@
+"""An org's agents: their profiles (validated, versioned) and the turn kit each runs with.
+
+Every org has a ``default`` agent. Until an owner saves a profile under that handle it is
+the server's configuration as it was before agents existed (version 0, never stored), so
+chats that name no agent behave exactly as they did.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from context import Budgets, TokenCounter
+from executors import StepShare
+from fleet._profile import DEFAULT_HANDLE, AgentPolicy, AgentProfile, ProfileError
+from store import AgentRecord, Store
+from tools import ToolRegistry
+from turn import ModelNotAllowedError, ModelResolver, TurnKit, TurnRoleModels, TurnSetup
+
+IDENTITY_COUNTER = "claude-sonnet-4-5"
+"""The tokenizer an identity is measured with to grow the budgets (any model's is close)."""
+
+
+class AgentNotFoundError(LookupError):
+    """No agent (or no such version of one) under that handle in the org."""
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """One version of an org's agent; version 0 is the built-in default (never saved)."""
+
+    handle: str
+    version: int
+    profile: AgentProfile
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSetup:
+    """What a turn of ``agent`` runs with: its kit, and its model spec per role (roles it
+    leaves unset use the server's models)."""
+
+    agent: Agent
+    kit: TurnKit
+    specs: dict[str, str]
+
+
+class AgentDirectory:
+    """Reads, saves and sets up an org's agents under the server's ``policy``."""
+
+    def __init__(
+        self, store: Store, policy: AgentPolicy, kit: TurnKit, default: AgentProfile
+    ) -> None:
+        self._store = store
+        self.policy = policy
+        self._kit = kit
+        self._default = Agent(DEFAULT_HANDLE, 0, default)
+
+    async def list(self, org_id: str) -> list[Agent]:
+        """The org's agents by handle, the default among them (saved or built in)."""
+        agents = [_agent(record) for record in await self._store.agents.list(org_id)]
+        if all(a.handle != DEFAULT_HANDLE for a in agents):
+            agents.append(self._default)
+        return sorted(agents, key=lambda a: a.handle)
+
+    async def get(self, org_id: str, handle: str | None) -> Agent:
+        """The current version of ``handle`` (``None``: the default agent)."""
+        record = await self._store.agents.get(org_id, handle or DEFAULT_HANDLE)
+        if record is not None:
+            return _agent(record)
+        if handle in (None, DEFAULT_HANDLE):
+            return self._default
+        raise AgentNotFoundError(f"No agent {handle!r} in this organisation")
+
+    async def at_version(self, org_id: str, handle: str, version: int) -> Agent:
+        """The version a turn or run recorded (readable after later saves or deletion)."""
+        if version == 0 and handle == DEFAULT_HANDLE:
+            return self._default
+        saved = await self._store.agents.version(org_id, handle, version)
+        if saved is None:
+            raise AgentNotFoundError(f"No version {version} of agent {handle!r}")
+        return Agent(handle, version, AgentProfile.model_validate(saved))
+
+    async def save(
+        self, org_id: str, handle: str, profile: AgentProfile, *, by: str, create: bool
+    ) -> Agent:
+        """Save ``profile`` as the next version of ``handle`` once the policy admits it
+        (``ProfileError``); ``create``: only a new handle (``store.AgentExistsError``)."""
+        self.policy.check(profile)
+        if create and handle == DEFAULT_HANDLE:
+            raise ProfileError("agent_exists", "Every org has a default agent: update it instead")
+        record = await self._store.agents.save(
+            org_id, handle, profile.model_dump(mode="json"), by=by, create=create
+        )
+        return _agent(record)
+
+    async def delete(self, org_id: str, handle: str) -> None:
+        if handle == DEFAULT_HANDLE:
+            raise ProfileError("default_agent", "The default agent cannot be deleted")
+        if not await self._store.agents.delete(org_id, handle):
+            raise AgentNotFoundError(f"No agent {handle!r} in this organisation")
+
+    def setup(self, agent: Agent) -> AgentSetup:
+        """The kit a turn of ``agent`` runs with (the built-in default: the server's own)."""
+        if agent.version == 0:
+            return AgentSetup(agent, self._kit, {})
+        profile, kit = agent.profile, self._kit
+        limits = profile.limits
+        kit = replace(
+            kit,
+            identity=profile.identity_prompt,
+            budgets=_room_for(kit.budgets, profile.identity_prompt),
+            capabilities=self.policy.capabilities(profile),
+            executor_limits=replace(
+                kit.executor_limits,
+                max_model_turns=min(kit.executor_limits.max_model_turns, limits.max_steps),
+            ),
+            turn_budget=_share(kit.turn_budget, limits.max_tool_calls, limits.budget_usd),
+        )
+        return AgentSetup(agent, kit, profile.models.specs())
+
+    def setups(self, resolver: ModelResolver) -> TurnSetup:
+        """The runner's hook for resumes and takeovers: a recorded job's kit and models,
+        from the agent version it recorded (models no longer offered: the server's)."""
+
+        async def setup(job: Mapping[str, Any]) -> tuple[TurnKit, TurnRoleModels]:
+            org_id = str(job["org_id"])
+            handle = str(job.get("agent") or DEFAULT_HANDLE)
+            agent = await self.at_version(org_id, handle, int(job.get("agent_version") or 0))
+            chosen = self.setup(agent)
+            for requested, roles in ((job.get("model"), chosen.specs), (None, chosen.specs)):
+                try:
+                    return chosen.kit, await resolver.resolve(
+                        org_id=org_id, requested=requested, roles=roles
+                    )
+                except ModelNotAllowedError:
+                    continue
+            return chosen.kit, await resolver.resolve(org_id=org_id, requested=None)
+
+        return setup
+
+
+def default_policy(
+    kit: TurnKit, models: Iterable[str], always_allowed: Iterable[str] = ()
+) -> AgentPolicy:
+    """The server's policy from its kit: its tools, the tools its configuration blocks
+    (``executor.block_tools``), and the model specs it offers."""
+    return AgentPolicy(
+        tools=kit.tools or ToolRegistry(),
+        always_allowed=frozenset(always_allowed),
+        always_blocked=kit.capabilities.blocked,
+        models=frozenset(models),
+    )
+
+
+def default_profile(kit: TurnKit) -> AgentProfile:
+    """The built-in default agent: the server's configuration (``executor.allow_tools``)."""
+    allow = kit.capabilities.allow
+    return AgentProfile(name="Default agent", tools=None if allow is None else sorted(allow))
+
+
+@functools.cache
+def _counter() -> TokenCounter:
+    return TokenCounter(IDENTITY_COUNTER)  # loading an encoding takes ~0.2 s: once
+
+
+def _room_for(budgets: Budgets, identity: str) -> Budgets:
+    """``budgets`` with each prompting role's system section grown by the identity's
+    tokens, so an identity never crowds out the role's own instructions."""
+    if not identity:
+        return budgets
+    extra = _counter().count(identity)
+    grown = {
+        role: (b := budgets.for_role(role)).with_tokens({"system": b.tokens("system") + extra})
+        for role in ("planner", "executor", "merger")
+    }
+    return replace(budgets, **grown)
+
+
+def _share(share: StepShare, tool_calls: int | None, budget_usd: float | None) -> StepShare:
+    """The server's turn budget, tightened by the profile's limits."""
+    usd = None if budget_usd is None else round(budget_usd * 1_000_000)
+    return replace(
+        share,
+        tool_calls=_least(share.tool_calls, tool_calls),
+        usd_micros=_least(share.usd_micros, usd),
+    )
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _agent(record: AgentRecord) -> Agent:
+    return Agent(
+        record.handle,
+        record.version,
+        AgentProfile.model_validate(record.profile),
+        record.created_at,
+        record.updated_at,
+    )

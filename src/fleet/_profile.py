@@ -1,0 +1,133 @@
+"""An agent profile: who the agent is, which models it runs on, what it may do, its limits.
+
+Profiles are data an org's owner or staff write (the API, ``bosun agents apply``); the
+server's policy bounds them: tools it always allows, tools no profile may grant, and the
+model specs it offers. A profile that breaks the policy is refused whole, with the first
+problem as a stable code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools import Capabilities, ToolRegistry
+
+HANDLE_PATTERN = r"^[a-z][a-z0-9_-]{1,39}$"
+DEFAULT_HANDLE = "default"
+"""The org's default agent: today's behaviour until an owner saves a profile under it."""
+MAX_STEPS = 50
+ProfileCode = Literal[
+    "tool_blocked", "unknown_tool", "model_not_allowed", "agent_exists", "default_agent"
+]
+
+
+class ProfileModels(BaseModel):
+    """Model specs per role (``provider:model``); unset roles use the server's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    planner: str | None = None
+    executor: str | None = None
+    merger: str | None = None
+    summariser: str | None = None
+
+    def specs(self) -> dict[str, str]:
+        return {role: spec for role, spec in self.model_dump().items() if spec}
+
+
+class ProfileLimits(BaseModel):
+    """Bounds of one run (and of each chat turn) of the agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(default=30, ge=1, le=MAX_STEPS, description="Model turns per run.")
+    max_tool_calls: int | None = Field(default=None, ge=0, le=500)
+    wall_time_s: float | None = Field(default=None, gt=0, le=3600)
+    budget_usd: float | None = Field(default=None, gt=0, le=1000)
+
+
+class AgentProfile(BaseModel):
+    """What an org's owner or staff say about one agent (stored as a version)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=80)
+    identity_prompt: str = Field(default="", max_length=8000)
+    models: ProfileModels = Field(default_factory=ProfileModels)
+    tools: list[str] | None = Field(
+        default=None,
+        max_length=200,
+        description="Tools it may use (names or router.*); unset: every grantable tool.",
+    )
+    approvals: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Tools whose calls wait for a human even where the tool does not ask.",
+    )
+    limits: ProfileLimits = Field(default_factory=ProfileLimits)
+    runs_per_minute: int = Field(default=3, ge=1, le=60, description="Trigger rate limit.")
+    paused: bool = False
+
+
+class ProfileError(ValueError):
+    """A profile the server's policy refuses: ``code`` is stable, ``message`` says why."""
+
+    def __init__(self, code: ProfileCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPolicy:
+    """The server's bounds on every profile: its tools, the always-allowed and
+    always-blocked ones, and the model specs it offers."""
+
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    always_allowed: frozenset[str] = frozenset()
+    always_blocked: frozenset[str] = frozenset()
+    models: frozenset[str] = frozenset()
+
+    def check(self, profile: AgentProfile) -> None:
+        """Raise ``ProfileError`` for the first thing the policy refuses."""
+        for entry in [*(profile.tools or ()), *profile.approvals]:
+            self._known(entry)
+        for entry in profile.tools or ():
+            if _covers(self.always_blocked, entry):
+                raise ProfileError(
+                    "tool_blocked", f"{entry} is blocked on this server: no agent may use it"
+                )
+        for role, spec in profile.models.specs().items():
+            if spec not in self.models:
+                offered = ", ".join(sorted(self.models)) or "none"
+                raise ProfileError(
+                    "model_not_allowed",
+                    f"The {role} model {spec!r} is not offered here (offered: {offered})",
+                )
+
+    def _known(self, entry: str) -> None:
+        router = entry.removesuffix(".*")
+        names = self.tools.names()
+        if router == entry:
+            known = entry in names
+        else:
+            known = any(n.startswith(f"{router}.") for n in names)
+        if not known:
+            raise ProfileError("unknown_tool", f"No tool or router named {entry!r} here")
+
+    def capabilities(self, profile: AgentProfile) -> Capabilities:
+        """What the profile may do on this server."""
+        allow = None if profile.tools is None else frozenset(profile.tools) | self.always_allowed
+        return Capabilities(
+            allow=allow, blocked=self.always_blocked, confirm=frozenset(profile.approvals)
+        )
+
+
+def _covers(entries: frozenset[str], entry: str) -> bool:
+    """Whether ``entries`` block what ``entry`` grants by name: the tool itself or its
+    whole router. (A router grant that includes a blocked tool stays legal: the blocked
+    tool stays blocked.)"""
+    return entry in entries or f"{entry.split('.', 1)[0]}.*" in entries

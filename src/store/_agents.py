@@ -1,0 +1,181 @@
+"""Agent profiles per org, versioned: every change is a new version, none is rewritten.
+
+A profile is stored as JSON (its shape and rules are the ``agents`` package's); the store
+keeps the versions, which one is current, and whether the handle was deleted. Turns and
+runs record the version they ran with, so a version stays readable after the profile
+moves on or is deleted. Version numbers are never reused, even for a handle deleted and
+created again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Integer, String, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.orm import Mapped, mapped_column
+
+from store._db import Database
+from store._models import Base, JSONData, utcnow
+
+
+class AgentRow(Base):
+    """A handle in an org: its current version, or deleted."""
+
+    __tablename__ = "agents"
+
+    org_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    handle: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    deleted_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class AgentVersionRow(Base):
+    """One version of a profile, as it was saved."""
+
+    __tablename__ = "agent_versions"
+
+    org_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    handle: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    profile: Mapped[dict[str, Any]] = mapped_column(JSONData)
+    saved_by: Mapped[str] = mapped_column(String(128))
+    saved_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AgentExistsError(Exception):
+    """A create named a handle the org already uses."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentRecord:
+    org_id: str
+    handle: str
+    version: int
+    profile: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+_CURRENT = (
+    AgentRow.org_id,
+    AgentRow.handle,
+    AgentRow.version,
+    AgentVersionRow.profile,
+    AgentRow.created_at,
+    AgentRow.updated_at,
+)
+
+
+def _current() -> Any:
+    return (
+        select(*_CURRENT)
+        .join(
+            AgentVersionRow,
+            (AgentVersionRow.org_id == AgentRow.org_id)
+            & (AgentVersionRow.handle == AgentRow.handle)
+            & (AgentVersionRow.version == AgentRow.version),
+        )
+        .where(AgentRow.deleted_at.is_(None))
+    )
+
+
+class Agents:
+    """Repository of the ``agents`` and ``agent_versions`` tables."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def list(self, org_id: str) -> list[AgentRecord]:
+        """The org's profiles (current versions), by handle."""
+        query = _current().where(AgentRow.org_id == org_id).order_by(AgentRow.handle)
+        async with self._db.read() as conn:
+            return [AgentRecord(**row._asdict()) for row in await conn.execute(query)]
+
+    async def get(self, org_id: str, handle: str) -> AgentRecord | None:
+        """The current version of ``handle``, unless it does not exist or was deleted."""
+        query = _current().where(AgentRow.org_id == org_id, AgentRow.handle == handle)
+        async with self._db.read() as conn:
+            row = (await conn.execute(query)).first()
+        return AgentRecord(**row._asdict()) if row else None
+
+    async def version(self, org_id: str, handle: str, version: int) -> dict[str, Any] | None:
+        """The profile as saved in ``version`` (kept after later versions and deletion)."""
+        query = select(AgentVersionRow.profile).where(
+            AgentVersionRow.org_id == org_id,
+            AgentVersionRow.handle == handle,
+            AgentVersionRow.version == version,
+        )
+        async with self._db.read() as conn:
+            profile: dict[str, Any] | None = await conn.scalar(query)
+        return profile
+
+    async def save(
+        self, org_id: str, handle: str, profile: dict[str, Any], *, by: str, create: bool
+    ) -> AgentRecord:
+        """Save ``profile`` as the handle's next version. ``create``: only if the handle is
+        free (``AgentExistsError`` otherwise); else create or update it."""
+        now = utcnow()
+        async with self._db.write() as conn:
+            row = (
+                await conn.execute(
+                    select(AgentRow.deleted_at, AgentRow.created_at).where(
+                        AgentRow.org_id == org_id, AgentRow.handle == handle
+                    )
+                )
+            ).first()
+            if create and row is not None and row.deleted_at is None:
+                raise AgentExistsError(handle)
+            version = await _next_version(conn, org_id, handle)
+            await conn.execute(
+                insert(AgentVersionRow).values(
+                    org_id=org_id, handle=handle, version=version, profile=profile,
+                    saved_by=by, saved_at=now,
+                )
+            )  # fmt: skip
+            created = now if row is None or row.deleted_at is not None else row.created_at
+            if row is None:
+                await conn.execute(
+                    insert(AgentRow).values(
+                        org_id=org_id, handle=handle, version=version, created_at=created,
+                        updated_at=now, deleted_at=None,
+                    )
+                )  # fmt: skip
+            else:
+                await conn.execute(
+                    update(AgentRow)
+                    .where(AgentRow.org_id == org_id, AgentRow.handle == handle)
+                    .values(version=version, created_at=created, updated_at=now, deleted_at=None)
+                )
+        return AgentRecord(
+            org_id=org_id, handle=handle, version=version, profile=profile,
+            created_at=created, updated_at=now,
+        )  # fmt: skip
+
+    async def delete(self, org_id: str, handle: str) -> bool:
+        """Delete ``handle`` (its versions stay readable); whether there was one."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(AgentRow)
+                .where(
+                    AgentRow.org_id == org_id,
+                    AgentRow.handle == handle,
+                    AgentRow.deleted_at.is_(None),
+                )
+                .values(deleted_at=utcnow())
+                .returning(AgentRow.handle)
+            )
+            return result.first() is not None
+
+
+async def _next_version(conn: AsyncConnection, org_id: str, handle: str) -> int:
+    latest = await conn.scalar(
+        select(func.max(AgentVersionRow.version)).where(
+            AgentVersionRow.org_id == org_id, AgentVersionRow.handle == handle
+        )
+    )
+    return int(latest or 0) + 1
