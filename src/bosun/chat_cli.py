@@ -77,8 +77,8 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> TurnStatus:
             session_id=session_id, org_id=args.org, user_id=args.user, role=args.role,
             text=args.message, models=picked, trace_id=uuid.uuid4().hex,
         )  # fmt: skip
-        async with _heartbeat(store, runner, handle):
-            status = await _print_events(store, handle, as_json=args.json)
+        async with heartbeat(store, runner, handle):
+            status = await print_events(store, handle, as_json=args.json)
         await runner.wait(handle.turn_id)  # the title and summary upkeep end with it
         print(f"\nsession {session_id}: {status}", file=sys.stderr)
         return status
@@ -99,7 +99,7 @@ async def _session(store: Store, args: argparse.Namespace) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _heartbeat(store: Store, runner: TurnRunner, handle: TurnHandle) -> AsyncIterator[None]:
+async def heartbeat(store: Store, runner: TurnRunner, handle: TurnHandle) -> AsyncIterator[None]:
     """Renew the turn's lease while it runs, as a server's keeper would (and nothing
     else: this process takes over no other worker's turns)."""
 
@@ -117,7 +117,7 @@ async def _heartbeat(store: Store, runner: TurnRunner, handle: TurnHandle) -> As
             await task
 
 
-async def _print_events(store: Store, handle: TurnHandle, *, as_json: bool) -> TurnStatus:
+async def print_events(store: Store, handle: TurnHandle, *, as_json: bool) -> TurnStatus:
     """Follow the turn's log from its first event to its ``done``, printing each."""
     printer = _Printer(as_json=as_json)
     after = 0

@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bosun {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_serve, _migrate, _token, _org_tier, _chat, _plan, _budget, _prune):
+    for add in (
+        _serve, _migrate, _token, _org_tier, _chat, _plan, _budget, _prune, _agents, _run,
+    ):  # fmt: skip
         add(commands)
     return parser
 
@@ -87,6 +89,42 @@ def _chat(commands: _Commands) -> None:
     chat.add_argument("--role", default="owner", choices=USER_ROLES, help="their role")
     chat.add_argument("--json", action="store_true", help="print every event as a JSON line")
     _database_url(chat)
+
+
+def _who(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--org", default=DEV_ORG, help=f"the org (default {DEV_ORG})")
+    parser.add_argument("--user", default=DEV_USER, help=f"who acts (default {DEV_USER})")
+
+
+def _agents(commands: _Commands) -> None:
+    agents = commands.add_parser("agents", help="list, show or apply an org's agent profiles")
+    actions = agents.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action in (
+        actions.add_parser("list", help="the org's agents and their versions"),
+        show := actions.add_parser("show", help="one agent's current profile (JSON)"),
+        apply := actions.add_parser(
+            "apply", help="save the profiles of a YAML file (unchanged ones are skipped)"
+        ),
+    ):
+        _who(action)
+        _database_url(action)
+    show.add_argument("handle", metavar="HANDLE")
+    apply.add_argument("file", metavar="FILE.yaml")
+
+
+def _run(commands: _Commands) -> None:
+    run = commands.add_parser("run", help="queue a background run of an agent (or --wait)")
+    run.add_argument("handle", metavar="HANDLE", help="the agent")
+    run.add_argument("task", metavar="TASK", help="what it is to do")
+    run.add_argument("--context", metavar="JSON", help="data for the task, a JSON object")
+    run.add_argument("--role", default="owner", choices=USER_ROLES, help="the run acts as")
+    run.add_argument(
+        "--wait", action="store_true", help="run it in this process and print its events"
+    )
+    run.add_argument("--json", action="store_true", help="with --wait: events as JSON lines")
+    run.add_argument("--model", metavar="SPEC", help="model for every role")
+    _who(run)
+    _database_url(run)
 
 
 def _plan(commands: _Commands) -> None:

@@ -19,6 +19,14 @@ from fleet._profile import (
     ProfileLimits,
     ProfileModels,
 )
+from fleet._runs import (
+    AgentPausedError,
+    AgentRateLimitedError,
+    RunDispatcher,
+    RunRequest,
+    fair_order,
+    run_message,
+)
 
 __all__ = [
     "DEFAULT_HANDLE",
@@ -26,12 +34,18 @@ __all__ = [
     "Agent",
     "AgentDirectory",
     "AgentNotFoundError",
+    "AgentPausedError",
     "AgentPolicy",
     "AgentProfile",
+    "AgentRateLimitedError",
     "AgentSetup",
     "ProfileError",
     "ProfileLimits",
     "ProfileModels",
+    "RunDispatcher",
+    "RunRequest",
     "default_policy",
     "default_profile",
+    "fair_order",
+    "run_message",
 ]

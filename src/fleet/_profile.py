@@ -9,9 +9,9 @@ problem as a stable code.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from tools import Capabilities, ToolRegistry
 
@@ -22,6 +22,17 @@ MAX_STEPS = 50
 ProfileCode = Literal[
     "tool_blocked", "unknown_tool", "model_not_allowed", "agent_exists", "default_agent"
 ]
+
+
+def _whole_number(value: object) -> object:
+    """JSON has one number type: ``50.0`` is the integer 50 (strict validation would
+    refuse it as a float); any other value is left to the int validator."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 
 
 class ProfileModels(BaseModel):
@@ -43,8 +54,12 @@ class ProfileLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_steps: int = Field(default=30, ge=1, le=MAX_STEPS, description="Model turns per run.")
-    max_tool_calls: int | None = Field(default=None, ge=0, le=500)
+    max_steps: WholeNumber = Field(
+        default=30, ge=1, le=MAX_STEPS, description="Model turns per run."
+    )
+    max_tool_calls: Annotated[int, Field(ge=0, le=500), BeforeValidator(_whole_number)] | None = (
+        None
+    )
     wall_time_s: float | None = Field(default=None, gt=0, le=3600)
     budget_usd: float | None = Field(default=None, gt=0, le=1000)
 
@@ -68,7 +83,7 @@ class AgentProfile(BaseModel):
         description="Tools whose calls wait for a human even where the tool does not ask.",
     )
     limits: ProfileLimits = Field(default_factory=ProfileLimits)
-    runs_per_minute: int = Field(default=3, ge=1, le=60, description="Trigger rate limit.")
+    runs_per_minute: WholeNumber = Field(default=3, ge=1, le=60, description="Trigger rate limit.")
     paused: bool = False
 
 

@@ -9,6 +9,7 @@ rows outlive their executions (``bosun prune`` keeps the audit log).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -93,6 +94,26 @@ class AuditLog:
             .where(AuditLogRow.org_id == org_id, AuditLogRow.created_at.between(since, until))
             .order_by(AuditLogRow.created_at.desc(), AuditLogRow.id)
             .limit(limit)
+        )
+        async with self._db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [AuditEntry(**row._asdict()) for row in rows]
+
+    async def for_calls(
+        self, org_id: str, tool_use_ids: Sequence[str], *, since: datetime, until: datetime
+    ) -> list[AuditEntry]:
+        """The org's rows written by the calls ``tool_use_ids`` between ``since`` and
+        ``until`` (a turn's lifetime: ids are only unique within a turn), oldest first."""
+        if not tool_use_ids:
+            return []
+        query = (
+            select(*_COLUMNS)
+            .where(
+                AuditLogRow.org_id == org_id,
+                AuditLogRow.tool_use_id.in_(list(tool_use_ids)),
+                AuditLogRow.created_at.between(since, until),
+            )
+            .order_by(AuditLogRow.created_at, AuditLogRow.id)
         )
         async with self._db.read() as conn:
             rows = (await conn.execute(query)).all()

@@ -14,6 +14,7 @@ from store._notify import PgListener
 from store._org_keys import OrgKeys, SecretBox
 from store._rate_limits import RateLimits
 from store._retention import Retention
+from store._runs import Runs
 from store._sessions import Sessions
 from store._spend import Spend
 from store._tool_executions import ToolExecutions
@@ -40,6 +41,7 @@ class Store:
         self.retention = Retention(self.db)
         self.audit = AuditLog(self.db)
         self.agents = Agents(self.db)
+        self.runs = Runs(self.db)
 
     @property
     def dialect(self) -> str:

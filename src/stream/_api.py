@@ -12,7 +12,7 @@ from litestar import Request
 from litestar.di import NamedDependency
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleet import HANDLE_PATTERN, AgentDirectory, AgentProfile
+from fleet import HANDLE_PATTERN, AgentDirectory, AgentProfile, RunDispatcher
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import UUID_PATTERN, MessageText
@@ -62,6 +62,7 @@ class Services:
     config: StreamConfig
     kit: TurnKit
     agents: AgentDirectory
+    runs: RunDispatcher
     locks: SessionLocks = field(default_factory=SessionLocks)
 
 
@@ -202,3 +203,53 @@ class AgentOut(AgentProfile):
     version: int = Field(description="The profile's version; 0: the built-in default.")
     created_at: datetime | None
     updated_at: datetime | None
+
+
+class RunIn(RequestBody):
+    task: MessageText = Field(description="What the agent is to do.")
+    context: dict[str, Any] | None = Field(
+        default=None, max_length=64, description="Data for the task (shown to the agent as JSON)."
+    )
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[ -~]+$",
+        description="A retry with the same key returns the first run instead of a second.",
+    )
+
+
+class RunOut(BaseModel):
+    run_id: str
+    agent: str
+    agent_version: int
+    status: str = Field(
+        description="queued, running, suspended, completed, failed, cancelled or expired"
+    )
+    trigger: str
+    task: str
+    context: dict[str, Any] | None
+    session_id: str
+    turn_id: str | None
+    user_id: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class RunPage(BaseModel):
+    runs: list[RunOut]
+    next_before: datetime | None = Field(
+        description="Pass as `before` to get the next page; null on the last page."
+    )
+
+
+class RunDetail(RunOut):
+    steps: list[dict[str, Any]] = Field(default_factory=list, description="step_completed data")
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    resources: list[dict[str, Any]] = Field(
+        default_factory=list, description="Audit rows the run's writes made (what it created)."
+    )
+    answer: str | None = None
+    usage: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None

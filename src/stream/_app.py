@@ -12,7 +12,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 
-from fleet import AgentDirectory, AgentPolicy, default_policy, default_profile
+from fleet import AgentDirectory, AgentPolicy, RunDispatcher, default_policy, default_profile
 from store import Store
 from stream import (
     _actions,
@@ -23,6 +23,7 @@ from stream import (
     _plan,
     _resolve,
     _routes,
+    _runs,
     _usage,
     _web,
 )
@@ -54,6 +55,11 @@ ROUTES = [
     _agents.get_agent,
     _agents.put_agent,
     _agents.delete_agent,
+    _runs.create_run,
+    _runs.list_runs,
+    _runs.run_detail,
+    _runs.run_stream,
+    _runs.cancel_run,
     _keys.list_org_keys,
     _keys.put_org_key,
     _keys.delete_org_key,
@@ -82,9 +88,11 @@ def create_app(
         store, turn_timeout_s=config.turn_timeout_s, kit=kit, lease_s=config.lease_s,
         setups=directory.setups(resolver),
     )  # fmt: skip
+    runs = RunDispatcher(store, directory, runner, resolver)
     services = Services(
-        store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory
-    )
+        store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory,
+        runs=runs,
+    )  # fmt: skip
     keeper = Keeper(store, runner, resolver, pending_ttl_s=config.pending_ttl_s)
 
     async def on_startup() -> None:
@@ -92,8 +100,10 @@ def create_app(
             await hook()
         store.listen()  # other workers' appends wake this process's streams (PostgreSQL)
         keeper.start()  # renews this worker's leases, takes over dead workers' turns
+        runs.start()  # claims queued background runs
 
     async def on_shutdown() -> None:
+        await runs.stop()
         await keeper.stop()
         await runner.shutdown(config.shutdown_grace_s)
         await store.close()

@@ -33,9 +33,11 @@ MAX_JSON_DEPTH = 32
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 TOOL_USE_ID_PATTERN = r"^[!-~]{1,64}$"
 """Provider tool use ids: printable ASCII without spaces, at most the column's 64."""
+RUN_ID_PATTERN = r"^run_[0-9a-f]{32}$"
 PATH_IDS: dict[str, tuple[str, str]] = {
     "session_id": (UUID_PATTERN, "a session id (a UUID)"),
     "tool_use_id": (TOOL_USE_ID_PATTERN, "a tool use id (1-64 printable ASCII characters)"),
+    "run_id": (RUN_ID_PATTERN, "a run id (run_ and 32 hex digits)"),
 }
 """Path parameters by name: the pattern they must match on every route, and what they are."""
 

@@ -43,6 +43,7 @@ ErrorCode = Literal[
     "agent_exists",
     "agent_mismatch",
     "agent_paused",
+    "agent_rate_limited",
     "default_agent",
     "tool_blocked",
     "unknown_tool",

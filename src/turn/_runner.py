@@ -119,17 +119,19 @@ class TurnRunner:
         model_spec: str | None = None,
         kit: TurnKit | None = None,
         agent: tuple[str, int] | None = None,
+        turn_id: str | None = None,
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row says enough for another worker to take it over
         (``model_spec``: the model the request picked, if any; ``agent``: the handle and
-        version of the agent whose ``kit`` it runs with)."""
+        version of the agent whose ``kit`` it runs with; ``turn_id``: an id the caller
+        chose, e.g. a claimed background run's)."""
         await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
         job = _job(org_id, user_id, role, model_spec, agent)
         turn = self._turn(
-            session_id=session_id, turn_id=str(uuid.uuid4()), trace_id=trace_id, job=job,
-            opening=opening, models=models,
+            session_id=session_id, turn_id=turn_id or str(uuid.uuid4()), trace_id=trace_id,
+            job=job, opening=opening, models=models,
         )  # fmt: skip
         _, epoch = await self._store.log.open_turn(
             session_id,

@@ -72,5 +72,7 @@ def test_the_command_line_knows_every_command_and_user_role() -> None:
         "plan",
         "budget",
         "prune",
+        "agents",
+        "run",
     ]
     assert get_args(UserRole) == USER_ROLES

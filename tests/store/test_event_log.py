@@ -141,6 +141,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "orgs",
         "programs",
         "rate_windows",
+        "runs",
         "sessions",
         "tasks",
         "tool_executions",

@@ -1,0 +1,164 @@
+"""``bosun agents`` and ``bosun run``: an org's agent profiles and background runs, from
+the command line, straight on the database (no server needed).
+
+``agents apply FILE.yaml`` saves each profile in the file (one mapping, or a list) unless
+it equals the agent's current version, so applying the same file twice changes nothing.
+``run HANDLE TASK`` queues a run for a server's workers; with ``--wait`` this process
+runs it and prints its events as ``bosun chat`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bosun.chat_cli import heartbeat, print_events
+from bosun.log import configure_logging
+from bosun.migrate import upgrade
+from bosun.settings import Settings
+from bosun.wiring import build_kit, build_models
+from fleet import (
+    AgentDirectory,
+    AgentNotFoundError,
+    AgentPausedError,
+    AgentProfile,
+    AgentRateLimitedError,
+    ProfileError,
+    RunDispatcher,
+    RunRequest,
+    default_policy,
+    default_profile,
+)
+from store import SecretsKeyError, Store
+from turn import ModelResolver, TurnHandle, TurnRunner
+
+
+def _store(settings: Settings) -> Store:
+    secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
+    return Store(settings.database_url, secrets_key=secrets_key)
+
+
+def _directory(settings: Settings, store: Store) -> AgentDirectory:
+    kit = build_kit(settings, store)
+    return AgentDirectory(
+        store, default_policy(kit, settings.models.allowed), kit, default_profile(kit)
+    )
+
+
+def run_agents(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        loaded = _load(Path(args.file)) if args.action == "apply" else []
+        return asyncio.run(_agents(args, settings, loaded))
+    except (ValueError, AgentNotFoundError, OSError, yaml.YAMLError) as exc:
+        print(f"bosun agents: {_message(exc)}", file=sys.stderr)
+        return 2
+
+
+def _message(exc: Exception) -> str:
+    return f"{exc.code}: {exc.message}" if isinstance(exc, ProfileError) else str(exc)
+
+
+def _load(path: Path) -> list[Any]:
+    """The profiles of a YAML file: one mapping, or a list of them."""
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return loaded if isinstance(loaded, list) else [loaded]
+
+
+async def _agents(args: argparse.Namespace, settings: Settings, loaded: list[Any]) -> int:
+    store = _store(settings)
+    try:
+        await upgrade(store, demo=settings.demo)
+        directory = _directory(settings, store)
+        if args.action == "list":
+            for agent in await directory.list(args.org):
+                paused = " (paused)" if agent.profile.paused else ""
+                print(f"{agent.handle}\tv{agent.version}\t{agent.profile.name}{paused}")
+        elif args.action == "show":
+            agent = await directory.get(args.org, args.handle)
+            shown = {"handle": agent.handle, "version": agent.version}
+            print(json.dumps({**shown, **agent.profile.model_dump(mode="json")}, indent=2))
+        else:
+            for line in await _apply(directory, args.org, args.user, loaded):
+                print(line)
+        return 0
+    finally:
+        await store.close()
+
+
+async def _apply(directory: AgentDirectory, org_id: str, user: str, items: list[Any]) -> list[str]:
+    """Save each profile that differs from its agent's current version; every profile is
+    checked before any is saved, so a bad file changes nothing."""
+    profiles: list[tuple[str, AgentProfile]] = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("handle"), str):
+            raise ValueError("each profile needs a 'handle'")
+        profile = AgentProfile.model_validate({k: v for k, v in item.items() if k != "handle"})
+        directory.policy.check(profile)
+        profiles.append((item["handle"], profile))
+    lines = []
+    for handle, profile in profiles:
+        try:
+            current = await directory.get(org_id, handle)
+        except AgentNotFoundError:
+            current = None
+        if current is not None and current.version > 0 and current.profile == profile:
+            lines.append(f"{handle}: unchanged (version {current.version})")
+            continue
+        saved = await directory.save(org_id, handle, profile, by=user, create=False)
+        lines.append(f"{handle}: saved version {saved.version}")
+    return lines
+
+
+def run_run(args: argparse.Namespace, settings: Settings) -> int:
+    """Exit 0 when the run was queued (or, with ``--wait``, completed or waits for a
+    human), 1 when it did not complete, 2 when it could not be queued."""
+    if args.wait and "log_level" not in settings.model_fields_set:
+        configure_logging(fmt=settings.log_format, level="warning")
+    try:
+        status = asyncio.run(_run(args, settings))
+    except (AgentNotFoundError, AgentPausedError, AgentRateLimitedError, SecretsKeyError) as exc:
+        print(f"bosun run: {exc}", file=sys.stderr)
+        return 2
+    return 0 if status in ("queued", "completed", "suspended") else 1
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> str:
+    store = _store(settings)
+    try:
+        await upgrade(store, demo=settings.demo)
+        kit = build_kit(settings, store)
+        directory = _directory(settings, store)
+        runner = TurnRunner(
+            store, turn_timeout_s=settings.limits.turn_timeout_s, kit=kit,
+            lease_s=settings.workers.lease_s,
+        )  # fmt: skip
+        resolver = ModelResolver(build_models(settings), store.org_keys)
+        dispatcher = RunDispatcher(store, directory, runner, resolver)
+        context = json.loads(args.context) if args.context else None
+        run, _ = await dispatcher.submit(
+            RunRequest(
+                org_id=args.org, user_id=args.user, role=args.role, agent=args.handle,
+                task=args.task, context=context,
+            )
+        )  # fmt: skip
+        print(f"run {run.id} queued (session {run.session_id})", file=sys.stderr)
+        if not args.wait:
+            return "queued"
+        turn_id = await dispatcher.claim_and_start(run)
+        if turn_id is None:  # a server's worker took it first: nothing to print here
+            print(f"run {run.id} was claimed by a server's worker", file=sys.stderr)
+            return "queued"
+        handle = TurnHandle(session_id=run.session_id, turn_id=turn_id, trace_id="")
+        async with heartbeat(store, runner, handle):
+            status = await print_events(store, handle, as_json=args.json)
+        await runner.wait(turn_id)
+        print(f"\nrun {run.id}: {status}", file=sys.stderr)
+        return status
+    finally:
+        await store.close()

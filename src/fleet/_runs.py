@@ -1,0 +1,213 @@
+"""Background runs: an agent's task queued by a trigger, run by any worker with no client.
+
+``submit`` queues a run in its own session and returns at once. Each worker's
+``RunDispatcher`` claims queued runs (up to ``per_worker`` of its own at a time, at most
+``per_agent`` running per agent across workers, one org at a time round-robin so a busy
+org cannot starve the others) and starts each as a turn of its agent's version. From
+then on it is an ordinary turn: leased, taken over from its log if its worker dies, with
+the org's caps; the run's status is its turn's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from fleet._directory import AgentDirectory
+from store import RunRecord, Store
+from tools import UserRole
+from turn import ModelNotAllowedError, ModelResolver, TurnRoleModels, TurnRunner, new_session
+
+RATE_WINDOW_S = 60
+_log = structlog.get_logger("bosun.runs")
+
+
+class AgentPausedError(Exception):
+    """The agent is paused: it takes no runs."""
+
+
+class AgentRateLimitedError(Exception):
+    """The agent's triggers are over its ``runs_per_minute``."""
+
+    def __init__(self, message: str, resets_at: datetime) -> None:
+        super().__init__(message)
+        self.resets_at = resets_at
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequest:
+    """What a trigger asks of an agent, and who asked."""
+
+    org_id: str
+    user_id: str
+    role: UserRole
+    agent: str
+    task: str
+    context: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+    trigger: str = "api"
+
+
+def run_message(task: str, context: dict[str, Any] | None) -> str:
+    """The run's user message: its task, then its context as JSON."""
+    if not context:
+        return task
+    return f"{task}\n\nContext (JSON):\n{json.dumps(context, ensure_ascii=False, indent=1)}"
+
+
+class RunDispatcher:
+    """Queues runs and starts them on this worker's turn runner."""
+
+    def __init__(
+        self,
+        store: Store,
+        agents: AgentDirectory,
+        runner: TurnRunner,
+        models: ModelResolver,
+        *,
+        per_worker: int = 4,
+        per_agent: int = 2,
+        poll_s: float = 1.0,
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._runner = runner
+        self._models = models
+        self.per_worker = per_worker
+        self.per_agent = per_agent
+        self.poll_s = poll_s
+        self._mine: set[str] = set()  # turn ids of runs this worker started
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def submit(self, request: RunRequest) -> tuple[RunRecord, bool]:
+        """Queue ``request`` (or find the run its idempotency key started); whether it is
+        new. Raises ``AgentNotFoundError``, ``AgentPausedError``, ``AgentRateLimitedError``."""
+        store, org_id = self._store, request.org_id
+        agent = await self._agents.get(org_id, request.agent)
+        key = request.idempotency_key
+        if key is not None and (earlier := await store.runs.by_key(org_id, agent.handle, key)):
+            return earlier, False
+        if agent.profile.paused:
+            raise AgentPausedError(f"The agent {agent.handle!r} is paused")
+        window = await store.rate_limits.hit(
+            f"agent-runs:{org_id}:{agent.handle}", window_s=RATE_WINDOW_S
+        )
+        if window.count > agent.profile.runs_per_minute:
+            raise AgentRateLimitedError(
+                f"The agent {agent.handle!r} takes at most {agent.profile.runs_per_minute} "
+                "runs per minute",
+                window.resets_at,
+            )
+        session_id = await new_session(
+            store, org_id=org_id, user_id=request.user_id, first_message=request.task,
+            agent=agent.handle,
+        )  # fmt: skip
+        run, new = await store.runs.create(
+            id=f"run_{uuid.uuid4().hex}", org_id=org_id, agent=agent.handle,
+            agent_version=agent.version, session_id=session_id, user_id=request.user_id,
+            role=request.role, trigger=request.trigger, task=request.task,
+            context=request.context, idempotency_key=key,
+        )  # fmt: skip
+        _log.info("run.queued", run_id=run.id, agent=agent.handle, org_id=org_id)
+        self._wake.set()
+        return run, new
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="bosun-run-dispatcher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.dispatch()
+            except Exception as exc:  # a database hiccup must not stop the dispatcher
+                _log.error("runs.dispatch_failed", error_type=type(exc).__name__, exc_info=exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
+            self._wake.clear()
+
+    async def dispatch(self) -> list[str]:
+        """Claim and start what this worker has room for; the ids of the runs started."""
+        self._mine &= set(self._runner.running)
+        room = self.per_worker - len(self._mine)
+        if room <= 0:
+            return []
+        queued = await self._store.runs.queued(limit=100)
+        if not queued:
+            return []
+        running = await self._store.runs.running_counts()
+        started = []
+        for run in fair_order(queued, running, per_agent=self.per_agent)[:room]:
+            if await self.claim_and_start(run) is not None:
+                started.append(run.id)
+        return started
+
+    async def claim_and_start(self, run: RunRecord) -> str | None:
+        """Claim ``run`` and start its turn here; the turn's id, or ``None`` when another
+        worker claimed it first."""
+        turn_id = str(uuid.uuid4())
+        if not await self._store.runs.claim(run, turn_id):
+            return None
+        await self._launch(run, turn_id)
+        return turn_id
+
+    async def _launch(self, run: RunRecord, turn_id: str) -> None:
+        agent = await self._agents.at_version(run.org_id, run.agent, run.agent_version)
+        setup = self._agents.setup(agent)
+        models = await self._models_of(run.org_id, setup.specs)
+        role: UserRole = run.role  # type: ignore[assignment]
+        await self._runner.start(
+            session_id=run.session_id, org_id=run.org_id, user_id=run.user_id, role=role,
+            text=run_message(run.task, run.context), models=models,
+            trace_id=uuid.uuid4().hex, kit=setup.kit, agent=(agent.handle, agent.version),
+            turn_id=turn_id,
+        )  # fmt: skip
+        self._mine.add(turn_id)
+        _log.info("run.started", run_id=run.id, turn_id=turn_id, agent=run.agent)
+
+    async def _models_of(self, org_id: str, specs: dict[str, str]) -> TurnRoleModels:
+        try:
+            return await self._models.resolve(org_id=org_id, requested=None, roles=specs)
+        except ModelNotAllowedError:  # a spec no longer offered: the server's models
+            return await self._models.resolve(org_id=org_id, requested=None)
+
+
+def fair_order(
+    queued: Sequence[RunRecord], running: dict[tuple[str, str], int], *, per_agent: int
+) -> list[RunRecord]:
+    """``queued`` (oldest first) in the order to start them: one run per org per round,
+    the orgs running the least first, skipping agents already at ``per_agent``."""
+    busy = dict(running)
+    by_org: dict[str, list[RunRecord]] = defaultdict(list)
+    for run in queued:
+        by_org[run.org_id].append(run)
+    load = {org: sum(n for (o, _), n in running.items() if o == org) for org in by_org}
+    order: list[RunRecord] = []
+    while any(by_org.values()):
+        for org in sorted((o for o in by_org if by_org[o]), key=lambda o: (load[o], o)):
+            pick = next((r for r in by_org[org] if busy.get((org, r.agent), 0) < per_agent), None)
+            if pick is None:  # every agent of this org is at its limit
+                by_org[org] = []
+                continue
+            by_org[org] = [r for r in by_org[org] if r is not pick]
+            busy[(org, pick.agent)] = busy.get((org, pick.agent), 0) + 1
+            load[org] += 1
+            order.append(pick)
+    return order

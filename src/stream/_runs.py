@@ -1,0 +1,205 @@
+"""Background runs over HTTP: trigger one, list an agent's history, read one, follow it,
+cancel it. Any member of the org may trigger and read its agents' runs; the one who
+triggered a run, or an owner or staff member, may cancel it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from litestar import get, post
+from litestar.openapi.spec import OpenAPIFormat
+from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.response import Stream
+
+from context import conversation
+from fleet import (
+    AgentNotFoundError,
+    AgentPausedError,
+    AgentRateLimitedError,
+    RunRequest,
+)
+from store import AuditEntry, RunRecord, StoredEvent, ToolExecutionRecord
+from stream._api import (
+    AuthedRequest,
+    RunDetail,
+    RunIn,
+    RunOut,
+    RunPage,
+    Services,
+    ServicesDep,
+)
+from stream._bounds import check_message_length, int_query, utc_instant
+from stream._errors import ApiError
+from stream._limits import retry_after_s
+from stream._sse import KEEPALIVE, SSE_HEADERS, tail
+
+QUEUED_POLL_S = 0.25
+"""How often a stream of a queued run looks for the turn that picked it up."""
+
+
+def _out(run: RunRecord) -> RunOut:
+    return RunOut(
+        run_id=run.id, agent=run.agent, agent_version=run.agent_version, status=run.status,
+        trigger=run.trigger, task=run.task, context=run.context, session_id=run.session_id,
+        turn_id=run.turn_id, user_id=run.user_id, created_at=run.created_at,
+        started_at=run.started_at, finished_at=run.finished_at,
+    )  # fmt: skip
+
+
+async def _run_or_404(services: Services, org_id: str, run_id: str) -> RunRecord:
+    run = await services.store.runs.get(org_id, run_id)
+    if run is None:
+        raise ApiError(404, "not_found", f"No run {run_id!r}")
+    return run
+
+
+@post(
+    "/v1/agents/{handle:str}/runs",
+    status_code=202,
+    summary="Queue a background run of the agent; answers at once",
+)
+async def create_run(
+    handle: FromPath[str], data: JSONBody[RunIn], request: AuthedRequest, services: ServicesDep
+) -> RunOut:
+    principal = request.user
+    check_message_length(data.task, services.config.max_message_chars)
+    ask = RunRequest(
+        org_id=principal.org_id, user_id=principal.user_id, role=principal.role, agent=handle,
+        task=data.task, context=data.context, idempotency_key=data.idempotency_key,
+    )  # fmt: skip
+    try:
+        run, _ = await services.runs.submit(ask)
+    except AgentNotFoundError as exc:
+        raise ApiError(404, "not_found", str(exc)) from None
+    except AgentPausedError as exc:
+        raise ApiError(409, "agent_paused", str(exc)) from None
+    except AgentRateLimitedError as exc:
+        wait_s = retry_after_s(exc.resets_at, datetime.now(UTC))
+        raise ApiError(
+            429, "agent_rate_limited", f"{exc}; retry in {wait_s} s",
+            headers={"Retry-After": str(wait_s)},
+        ) from None  # fmt: skip
+    return _out(run)
+
+
+@get("/v1/agents/{handle:str}/runs", summary="The agent's runs, newest first (paged)")
+async def list_runs(
+    handle: FromPath[str],
+    request: AuthedRequest,
+    services: ServicesDep,
+    limit: Annotated[int, int_query(ge=1, le=200, description="Runs per page.")] = 50,
+    before: Annotated[
+        str | None,
+        QueryParameter(
+            format=OpenAPIFormat.DATE_TIME,
+            max_length=64,
+            description="Runs created before this instant (a page's next_before).",
+        ),
+    ] = None,
+) -> RunPage:
+    until = utc_instant(before, name="before") if before is not None else None
+    runs = await services.store.runs.history(request.user.org_id, handle, limit=limit, before=until)
+    last = runs[-1].created_at if len(runs) == limit else None
+    return RunPage(runs=[_out(run) for run in runs], next_before=last)
+
+
+@get("/v1/runs/{run_id:str}", summary="A run: its steps, tool calls, resources and answer")
+async def run_detail(
+    run_id: FromPath[str], request: AuthedRequest, services: ServicesDep
+) -> RunDetail:
+    run = await _run_or_404(services, request.user.org_id, run_id)
+    if run.turn_id is None:
+        return RunDetail(**_out(run).model_dump())
+    store = services.store
+    events = await store.log.read(run.session_id, turn_id=run.turn_id)
+    executions = await store.tool_executions.list_for_turn(run.turn_id)
+    resources = await store.audit.for_calls(
+        run.org_id, [e.tool_use_id for e in executions],
+        since=run.started_at or run.created_at, until=run.finished_at or datetime.now(UTC),
+    )  # fmt: skip
+    return RunDetail(
+        **_out(run).model_dump(),
+        steps=[e.data for e in events if e.type == "step_completed"],
+        tool_calls=[_call(e) for e in executions],
+        resources=[_resource(r) for r in resources],
+        answer=_answer(events),
+        usage=next((e.data for e in reversed(events) if e.type == "usage"), None),
+        error=next((e.data for e in reversed(events) if e.type == "error"), None),
+    )
+
+
+def _resource(entry: AuditEntry) -> dict[str, Any]:
+    """A write's audit row: what the run created or changed, by which call."""
+    return {
+        "action": entry.action, "target": entry.target, "tool_use_id": entry.tool_use_id,
+        "detail": entry.detail, "created_at": entry.created_at.isoformat(),
+    }  # fmt: skip
+
+
+def _call(execution: ToolExecutionRecord) -> dict[str, Any]:
+    return {
+        "tool_use_id": execution.tool_use_id, "tool": execution.tool,
+        "status": execution.status, "input": execution.input, "output": execution.output,
+        "error": execution.error,
+    }  # fmt: skip
+
+
+def _answer(events: list[StoredEvent]) -> str | None:
+    said = [m.text for m in conversation(events) if m.role == "assistant"]
+    return said[-1] if said else None
+
+
+@get("/v1/runs/{run_id:str}/stream", summary="Follow a run's events (SSE; Last-Event-ID)")
+async def run_stream(
+    run_id: FromPath[str],
+    request: AuthedRequest,
+    services: ServicesDep,
+    last_event_id: Annotated[
+        str | None,
+        HeaderParameter(name="Last-Event-ID", schema_extra={"pattern": r"^[0-9]{1,19}$"}),
+    ] = None,
+) -> Stream:
+    run = await _run_or_404(services, request.user.org_id, run_id)
+    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    return Stream(
+        _follow(services, run, after),
+        media_type="text/event-stream",
+        headers={**SSE_HEADERS, "X-Session-Id": run.session_id},
+    )
+
+
+async def _follow(services: Services, run: RunRecord, after: int) -> AsyncIterator[bytes]:
+    """Wait (with keep-alives) for a queued run's turn, then tail it to its ``done``."""
+    waited = 0.0
+    while run.turn_id is None and run.status == "queued":
+        await asyncio.sleep(QUEUED_POLL_S)
+        waited += QUEUED_POLL_S
+        if waited >= services.config.keepalive_s:
+            waited = 0.0
+            yield KEEPALIVE
+        run = await _run_or_404(services, run.org_id, run.id)
+    if run.turn_id is None:  # cancelled before it started
+        return
+    async for frames in tail(
+        services.store, run.session_id, after=after, turn_id=run.turn_id,
+        keepalive_s=services.config.keepalive_s,
+    ):  # fmt: skip
+        yield frames
+
+
+@post("/v1/runs/{run_id:str}/cancel", status_code=200, summary="Cancel a queued or running run")
+async def cancel_run(
+    run_id: FromPath[str], request: AuthedRequest, services: ServicesDep
+) -> RunOut:
+    principal = request.user
+    run = await _run_or_404(services, principal.org_id, run_id)
+    if run.user_id != principal.user_id and principal.role not in ("owner", "staff"):
+        raise ApiError(403, "forbidden", "Only who started a run, owner or staff may cancel it")
+    if run.turn_id is None:
+        await services.store.runs.cancel_queued(principal.org_id, run.id)
+    else:
+        await services.runner.cancel(run.session_id)
+    return _out(await _run_or_404(services, principal.org_id, run.id))
