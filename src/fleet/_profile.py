@@ -9,10 +9,11 @@ problem as a stable code.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from fleet._schedule import valid_cron
 from tools import Capabilities, ToolRegistry
 
 HANDLE_PATTERN = r"^[a-z][a-z0-9_-]{1,39}$"
@@ -20,7 +21,12 @@ DEFAULT_HANDLE = "default"
 """The org's default agent: today's behaviour until an owner saves a profile under it."""
 MAX_STEPS = 50
 ProfileCode = Literal[
-    "tool_blocked", "unknown_tool", "model_not_allowed", "agent_exists", "default_agent"
+    "tool_blocked",
+    "unknown_tool",
+    "model_not_allowed",
+    "invalid_schedule",
+    "agent_exists",
+    "default_agent",
 ]
 
 
@@ -64,6 +70,18 @@ class ProfileLimits(BaseModel):
     budget_usd: float | None = Field(default=None, gt=0, le=1000)
 
 
+class ProfileSchedule(BaseModel):
+    """A cron schedule: every tick (UTC) queues one run of ``task``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str = Field(
+        min_length=9, max_length=100, description="Five cron fields, UTC: '0 9 * * 1-5'."
+    )
+    task: str = Field(min_length=1, max_length=8000)
+    context: dict[str, Any] | None = Field(default=None, max_length=64)
+
+
 class AgentProfile(BaseModel):
     """What an org's owner or staff say about one agent (stored as a version)."""
 
@@ -85,6 +103,15 @@ class AgentProfile(BaseModel):
     limits: ProfileLimits = Field(default_factory=ProfileLimits)
     runs_per_minute: WholeNumber = Field(default=3, ge=1, le=60, description="Trigger rate limit.")
     paused: bool = False
+    schedule: ProfileSchedule | None = Field(
+        default=None, description="Queue a run on every tick of a cron expression (UTC)."
+    )
+    webhook_task: str = Field(
+        default="Handle the event in the context.",
+        min_length=1,
+        max_length=8000,
+        description="The task of a run an inbound webhook starts (its payload is the context).",
+    )
 
 
 class ProfileError(ValueError):
@@ -115,6 +142,11 @@ class AgentPolicy:
                 raise ProfileError(
                     "tool_blocked", f"{entry} is blocked on this server: no agent may use it"
                 )
+        cron = profile.schedule.cron if profile.schedule is not None else None
+        if cron is not None and (len(cron.split()) != 5 or not valid_cron(cron)):
+            raise ProfileError(
+                "invalid_schedule", f"{cron!r} is not a cron expression of five fields (UTC)"
+            )
         for role, spec in profile.models.specs().items():
             if spec not in self.models:
                 offered = ", ".join(sorted(self.models)) or "none"

@@ -17,12 +17,13 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
 
 from fleet._directory import AgentDirectory
+from fleet._schedule import GRACE_S, due_tick
 from store import RunRecord, Store
 from tools import UserRole
 from turn import ModelNotAllowedError, ModelResolver, TurnRoleModels, TurnRunner, new_session
@@ -86,6 +87,7 @@ class RunDispatcher:
         self.per_agent = per_agent
         self.poll_s = poll_s
         self._mine: set[str] = set()  # turn ids of runs this worker started
+        self._skipped: set[tuple[str, str, datetime]] = set()  # ticks over a rate limit
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -136,12 +138,47 @@ class RunDispatcher:
     async def _loop(self) -> None:
         while True:
             try:
+                await self.fire_schedules()
                 await self.dispatch()
             except Exception as exc:  # a database hiccup must not stop the dispatcher
                 _log.error("runs.dispatch_failed", error_type=type(exc).__name__, exc_info=exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
             self._wake.clear()
+
+    async def fire_schedules(self, now: datetime | None = None) -> list[str]:
+        """Queue a run for every schedule tick due now; the ids of the runs this call
+        queued. The tick is the run's idempotency key, so every worker may try: one wins."""
+        now = now or datetime.now(UTC)
+        self._skipped = {s for s in self._skipped if now - s[2] <= timedelta(seconds=GRACE_S)}
+        fired = []
+        for record in await self._store.agents.everywhere():
+            schedule = record.profile.get("schedule")
+            if not schedule or record.profile.get("paused"):
+                continue
+            tick = due_tick(str(schedule["cron"]), now)
+            if tick is None or (record.org_id, record.handle, tick) in self._skipped:
+                continue
+            request = RunRequest(
+                org_id=record.org_id, user_id=f"schedule:{record.handle}", role="staff",
+                agent=record.handle, task=str(schedule["task"]), context=schedule.get("context"),
+                idempotency_key=f"schedule:{tick.isoformat()}", trigger="schedule",
+            )  # fmt: skip
+            try:
+                run, new = await self.submit(request)
+            except AgentRateLimitedError:  # skipped, and said once, not on every poll
+                self._skipped.add((record.org_id, record.handle, tick))
+                _log.warning(
+                    "schedule.skipped", agent=record.handle, org_id=record.org_id,
+                    tick=tick.isoformat(), reason="agent_rate_limited",
+                )  # fmt: skip
+                continue
+            if new:
+                fired.append(run.id)
+                _log.info(
+                    "schedule.fired", agent=record.handle, run_id=run.id, tick=tick.isoformat()
+                )
+        return fired
 
     async def dispatch(self) -> list[str]:
         """Claim and start what this worker has room for; the ids of the runs started."""

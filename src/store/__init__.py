@@ -10,6 +10,7 @@ on ``Base``, refers to ``OrgRow`` and stamps times with ``utcnow``.
 from store import _usage_models as _usage_models  # registers the daily roll-ups
 from store._agents import AgentExistsError, AgentRecord, Agents
 from store._audit import AuditEntry, AuditLog
+from store._hooks import AgentHooks
 from store._idempotency import IdempotencyClaim
 from store._leases import Claim
 from store._log import EventLog, SessionNotFoundError, StaleOwnerError, StoredEvent
@@ -27,6 +28,7 @@ metadata = Base.metadata
 
 __all__ = [
     "AgentExistsError",
+    "AgentHooks",
     "AgentRecord",
     "Agents",
     "AuditEntry",

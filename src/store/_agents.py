@@ -90,6 +90,11 @@ class Agents:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    async def everywhere(self) -> list[AgentRecord]:
+        """Every org's current agents (the schedule ticker reads them each poll)."""
+        async with self._db.read() as conn:
+            return [AgentRecord(**row._asdict()) for row in await conn.execute(_current())]
+
     async def list(self, org_id: str) -> list[AgentRecord]:
         """The org's profiles (current versions), by handle."""
         query = _current().where(AgentRow.org_id == org_id).order_by(AgentRow.handle)

@@ -26,6 +26,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -109,11 +110,19 @@ class Runs:
         caller); with an idempotency key used before for the agent, the earlier run
         instead. Returns the run and whether it is new."""
         key = values.get("idempotency_key")
-        async with self._db.write() as conn:
-            if key is not None and (earlier := await self._by_key(conn, values, key)):
-                return earlier, False
-            await conn.execute(insert(RunRow).values(created_at=utcnow(), **values))
-            row = (await conn.execute(_records().where(RunRow.id == values["id"]))).one()
+        try:
+            async with self._db.write() as conn:
+                if key is not None and (earlier := await self._by_key(conn, values, key)):
+                    return earlier, False
+                await conn.execute(insert(RunRow).values(created_at=utcnow(), **values))
+                row = (await conn.execute(_records().where(RunRow.id == values["id"]))).one()
+        except IntegrityError:  # another worker queued the same key (a schedule's tick) first
+            found = (
+                None if key is None else await self.by_key(values["org_id"], values["agent"], key)
+            )
+            if found is None:
+                raise
+            return found, False
         return RunRecord(**row._asdict()), True
 
     @staticmethod

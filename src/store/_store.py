@@ -7,6 +7,7 @@ from sqlalchemy import text
 from store._agents import Agents
 from store._audit import AuditLog
 from store._db import Database
+from store._hooks import AgentHooks
 from store._idempotency import IdempotencyKeys
 from store._leases import Leases
 from store._log import EventLog, LogNotifier
@@ -32,7 +33,9 @@ class Store:
         self.log = EventLog(self.db, LogNotifier(poll_s=POLL_S if postgres else None))
         self._listener = PgListener(url, self.log.notifier) if postgres else None
         self.sessions = Sessions(self.db, self.log)
-        self.org_keys = OrgKeys(self.db, SecretBox(secrets_key) if secrets_key else None)
+        box = SecretBox(secrets_key) if secrets_key else None
+        self.org_keys = OrgKeys(self.db, box)
+        self.hooks = AgentHooks(self.db, box)
         self.tool_executions = ToolExecutions(self.db)
         self.spend = Spend(self.db)
         self.leases = Leases(self.db)

@@ -30,7 +30,7 @@ def _handle(handle: str) -> str:
     return handle
 
 
-def _require_manager(principal: Principal) -> None:
+def require_manager(principal: Principal) -> None:
     if principal.role not in _MANAGERS:
         raise ApiError(403, "forbidden", "Only owner or staff may change agents")
 
@@ -56,7 +56,7 @@ async def agent_or_404(services: Services, org_id: str, handle: str | None) -> A
 async def _save(
     services: Services, principal: Principal, handle: str, profile: AgentProfile, *, create: bool
 ) -> Agent:
-    _require_manager(principal)
+    require_manager(principal)
     try:
         return await services.agents.save(
             principal.org_id, handle, profile, by=principal.user_id, create=create
@@ -103,7 +103,7 @@ async def put_agent(
 async def delete_agent(
     handle: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> None:
-    _require_manager(request.user)
+    require_manager(request.user)
     try:
         await services.agents.delete(request.user.org_id, handle)
     except ProfileError as exc:

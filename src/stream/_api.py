@@ -205,6 +205,11 @@ class AgentOut(AgentProfile):
     updated_at: datetime | None
 
 
+class HookOut(BaseModel):
+    path: str = Field(description="Where to POST events (Standard Webhooks signatures).")
+    secret: str = Field(description="The signing secret (whsec_...): shown this once.")
+
+
 class RunIn(RequestBody):
     task: MessageText = Field(description="What the agent is to do.")
     context: dict[str, Any] | None = Field(

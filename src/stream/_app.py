@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -18,6 +19,7 @@ from stream import (
     _actions,
     _agents,
     _budget,
+    _hooks,
     _keys,
     _metrics,
     _plan,
@@ -60,12 +62,31 @@ ROUTES = [
     _runs.run_detail,
     _runs.run_stream,
     _runs.cancel_run,
+    _hooks.make_hook,
+    _hooks.delete_hook,
+    _hooks.receive_hook,
     _keys.list_org_keys,
     _keys.put_org_key,
     _keys.delete_org_key,
     _web.web_page,
     _web.web_asset,
 ]
+
+
+def profile_choices(policy: AgentPolicy) -> dict[str, dict[str, Any]]:
+    """What an agent profile may name on this server, for its OpenAPI schema: the tools and
+    routers (``tools``, ``approvals``) and the model specs (per role)."""
+    names = policy.tools.names()
+    granted = sorted({*names, *(f"{n.split('.', 1)[0]}.*" for n in names)})
+    tool_list = {"type": "array", "maxItems": 200, "items": {"enum": granted}} if granted else {
+        "type": "array", "maxItems": 0,
+    }  # fmt: skip
+    specs = {"enum": [*sorted(policy.models), None]}
+    return {
+        "tools": {"anyOf": [tool_list, {"type": "null"}]},
+        "approvals": tool_list,
+        **{role: specs for role in ("planner", "executor", "merger", "summariser")},
+    }
 
 
 def create_app(
@@ -120,7 +141,8 @@ def create_app(
                 settings={
                     "message": {"maxLength": config.max_message_chars},
                     "model": {"enum": [*resolver.allowed, None]},
-                }
+                },
+                choices=profile_choices(directory.policy),
             ),
             # Bodies are validated strictly: a lax "yes" must not count as {"approved": true}.
             PydanticPlugin(validate_strict=True),

@@ -19,7 +19,8 @@ from tools import UserRole
 
 ROLES: tuple[str, ...] = get_args(UserRole)
 # /metrics: 404 unless enabled; / and /web/: the web chat page and its assets
-PUBLIC_PATHS = ["^/healthz$", "^/metrics$", "^/schema", "^/$", "^/web/"]
+PUBLIC_PATHS = ["^/healthz$", "^/metrics$", "^/schema", "^/$", "^/web/", "^/v1/hooks/"]
+"""Routes without a bearer token (``/v1/hooks/``: a webhook's signature is its credential)."""
 
 
 @dataclass(frozen=True, slots=True)

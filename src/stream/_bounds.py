@@ -99,6 +99,18 @@ def utc_instant(text: str, *, name: str) -> datetime:
         return LAST_INSTANT if value.year == LAST_INSTANT.year else FIRST_INSTANT
 
 
+def event_cursor(last_event_id: str) -> int:
+    """The sequence number a ``Last-Event-ID`` header names, or 400."""
+    seq = last_event_id.strip()
+    if not (seq.isascii() and seq.isdigit() and len(seq) <= 19 and int(seq) <= MAX_SEQ):
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"Last-Event-ID must be a sequence number (0-{MAX_SEQ}), not {last_event_id!r:.80}",
+        )
+    return int(seq)
+
+
 def int_query(*, ge: int, le: int = MAX_SEQ, description: str) -> ParameterKwarg:
     """A query parameter bounded to ``ge``..``le``, stated as exact integers in the OpenAPI
     (Litestar would write float bounds, and 2**63 - 1 as 2**63, and drop a 0)."""

@@ -46,6 +46,7 @@ ErrorCode = Literal[
     "agent_rate_limited",
     "default_agent",
     "tool_blocked",
+    "invalid_schedule",
     "unknown_tool",
     "model_not_allowed",
     "internal",

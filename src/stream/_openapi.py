@@ -120,14 +120,36 @@ def _inlined(json_schema: dict[str, Any]) -> dict[str, Any]:
     return inlined
 
 
+def _chosen(
+    json_schema: dict[str, Any], choices: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """``json_schema`` with every property named in ``choices`` (at any depth) stating the
+    values this server accepts (its tools, its model specs), keeping its description."""
+    properties = json_schema.get("properties")
+    if isinstance(properties, dict):
+        for name, schema in list(properties.items()):
+            if name in choices:
+                kept = {k: schema[k] for k in ("description", "default", "title") if k in schema}
+                properties[name] = {**choices[name], **kept}
+            elif isinstance(schema, dict):
+                properties[name] = _chosen(schema, choices)
+    return json_schema
+
+
 class BodySchemaPlugin(OpenAPISchemaPlugin):
     """Request bodies (pydantic models that refuse unknown fields) get pydantic's own JSON
     schema. ``settings`` adds, by property name, the constraints that come from settings
     (``{"message": {"maxLength": max_message_chars}}``): the routes check those, not the
     models."""
 
-    def __init__(self, *, settings: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        *,
+        settings: Mapping[str, Mapping[str, Any]],
+        choices: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self.settings = {name: dict(keywords) for name, keywords in settings.items()}
+        self.choices = {name: dict(schema) for name, schema in (choices or {}).items()}
 
     @staticmethod
     def is_plugin_supported_type(value: Any) -> bool:
@@ -141,7 +163,7 @@ class BodySchemaPlugin(OpenAPISchemaPlugin):
         self, field_definition: FieldDefinition, schema_creator: SchemaCreator
     ) -> Schema:
         model: type[BaseModel] = field_definition.annotation
-        json_schema = _inlined(model.model_json_schema(mode="validation"))
+        json_schema = _chosen(_inlined(model.model_json_schema(mode="validation")), self.choices)
         for name, keywords in self.settings.items():
             if name in json_schema["properties"]:
                 json_schema["properties"][name].update(keywords)

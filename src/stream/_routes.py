@@ -33,7 +33,7 @@ from stream._api import (
     TurnOut,
 )
 from stream._auth import Principal
-from stream._bounds import MAX_SEQ, check_message_length, int_query, utc_instant
+from stream._bounds import check_message_length, event_cursor, int_query, utc_instant
 from stream._errors import ApiError, trace_id_of
 from stream._limits import enforce_rate_limits
 from stream._sse import SSE_HEADERS, tail
@@ -380,14 +380,7 @@ async def session_stream(
     record = await session_for(services, request.user, session_id)
     cursor = after
     if last_event_id is not None:
-        seq = last_event_id.strip()
-        if not (seq.isascii() and seq.isdigit() and len(seq) <= 19 and int(seq) <= MAX_SEQ):
-            raise ApiError(
-                400,
-                "invalid_request",
-                f"Last-Event-ID must be a sequence number (0-{MAX_SEQ}), not {last_event_id!r:.80}",
-            )
-        cursor = int(seq)
+        cursor = event_cursor(last_event_id)
     return sse_stream(services, record.id, after=cursor or 0)
 
 

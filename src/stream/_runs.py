@@ -31,7 +31,7 @@ from stream._api import (
     Services,
     ServicesDep,
 )
-from stream._bounds import check_message_length, int_query, utc_instant
+from stream._bounds import check_message_length, event_cursor, int_query, utc_instant
 from stream._errors import ApiError
 from stream._limits import retry_after_s
 from stream._sse import KEEPALIVE, SSE_HEADERS, tail
@@ -40,12 +40,21 @@ QUEUED_POLL_S = 0.25
 """How often a stream of a queued run looks for the turn that picked it up."""
 
 
-def _out(run: RunRecord) -> RunOut:
+def run_out(run: RunRecord) -> RunOut:
     return RunOut(
         run_id=run.id, agent=run.agent, agent_version=run.agent_version, status=run.status,
         trigger=run.trigger, task=run.task, context=run.context, session_id=run.session_id,
         turn_id=run.turn_id, user_id=run.user_id, created_at=run.created_at,
         started_at=run.started_at, finished_at=run.finished_at,
+    )  # fmt: skip
+
+
+def limited(exc: AgentRateLimitedError) -> ApiError:
+    """429 ``agent_rate_limited`` with the seconds until the agent's window frees up."""
+    wait_s = retry_after_s(exc.resets_at, datetime.now(UTC))
+    return ApiError(
+        429, "agent_rate_limited", f"{exc}; retry in {wait_s} s",
+        headers={"Retry-After": str(wait_s)},
     )  # fmt: skip
 
 
@@ -77,12 +86,8 @@ async def create_run(
     except AgentPausedError as exc:
         raise ApiError(409, "agent_paused", str(exc)) from None
     except AgentRateLimitedError as exc:
-        wait_s = retry_after_s(exc.resets_at, datetime.now(UTC))
-        raise ApiError(
-            429, "agent_rate_limited", f"{exc}; retry in {wait_s} s",
-            headers={"Retry-After": str(wait_s)},
-        ) from None  # fmt: skip
-    return _out(run)
+        raise limited(exc) from None
+    return run_out(run)
 
 
 @get("/v1/agents/{handle:str}/runs", summary="The agent's runs, newest first (paged)")
@@ -103,7 +108,7 @@ async def list_runs(
     until = utc_instant(before, name="before") if before is not None else None
     runs = await services.store.runs.history(request.user.org_id, handle, limit=limit, before=until)
     last = runs[-1].created_at if len(runs) == limit else None
-    return RunPage(runs=[_out(run) for run in runs], next_before=last)
+    return RunPage(runs=[run_out(run) for run in runs], next_before=last)
 
 
 @get("/v1/runs/{run_id:str}", summary="A run: its steps, tool calls, resources and answer")
@@ -112,7 +117,7 @@ async def run_detail(
 ) -> RunDetail:
     run = await _run_or_404(services, request.user.org_id, run_id)
     if run.turn_id is None:
-        return RunDetail(**_out(run).model_dump())
+        return RunDetail(**run_out(run).model_dump())
     store = services.store
     events = await store.log.read(run.session_id, turn_id=run.turn_id)
     executions = await store.tool_executions.list_for_turn(run.turn_id)
@@ -121,7 +126,7 @@ async def run_detail(
         since=run.started_at or run.created_at, until=run.finished_at or datetime.now(UTC),
     )  # fmt: skip
     return RunDetail(
-        **_out(run).model_dump(),
+        **run_out(run).model_dump(),
         steps=[e.data for e in events if e.type == "step_completed"],
         tool_calls=[_call(e) for e in executions],
         resources=[_resource(r) for r in resources],
@@ -163,7 +168,7 @@ async def run_stream(
     ] = None,
 ) -> Stream:
     run = await _run_or_404(services, request.user.org_id, run_id)
-    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    after = 0 if last_event_id is None else event_cursor(last_event_id)
     return Stream(
         _follow(services, run, after),
         media_type="text/event-stream",
@@ -202,4 +207,4 @@ async def cancel_run(
         await services.store.runs.cancel_queued(principal.org_id, run.id)
     else:
         await services.runner.cancel(run.session_id)
-    return _out(await _run_or_404(services, principal.org_id, run.id))
+    return run_out(await _run_or_404(services, principal.org_id, run.id))

@@ -127,6 +127,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
     async with store.db.write() as conn:
         tables = await conn.run_sync(check)
     assert tables == [
+        "agent_hooks",
         "agent_versions",
         "agents",
         "alembic_version",

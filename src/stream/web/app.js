@@ -4,6 +4,7 @@
 
 import { readFrames } from "./sse.js";
 import { ERROR_TEXT, Transcript, h } from "./render.js";
+import { AgentsView } from "./agents.js";
 
 const TOKEN_KEY = "bosun.token";
 const WARN_PERCENT = 80;
@@ -29,6 +30,9 @@ const ui = {
   message: $("message"),
   send: $("send"),
   usage: $("usage"),
+  chat: $("chat"),
+  agents: $("agents"),
+  agentsToggle: $("agents-toggle"),
 };
 
 const state = {
@@ -40,6 +44,16 @@ const state = {
   reconnects: 0,
   loading: false, // a session's log is being read: a message now would land out of order
 };
+
+const agentsView = new AgentsView(ui.agents, { api: (...args) => api(...args), headers: () => authHeaders() });
+
+/** Show the Agents view (its runs and their live statuses) or go back to the chat. */
+function showAgents(open) {
+  ui.agentsToggle.setAttribute("aria-pressed", String(open));
+  ui.chat.hidden = open;
+  if (open) agentsView.show();
+  else agentsView.hide();
+}
 
 const transcript = new Transcript(ui.transcript, {
   confirm: (toolUseId, approved) =>
@@ -471,6 +485,7 @@ function signIn(token) {
 
 /** Forget the token and everything shown with it; `error` says why (a refused token). */
 function signOut(error = null) {
+  showAgents(false);
   newChat();
   state.token = null;
   state.blocked = null;
@@ -508,6 +523,9 @@ function wire() {
   });
   ui.tokenInput.addEventListener("input", () => ui.tokenInput.setCustomValidity(""));
   ui.signOut.addEventListener("click", () => signOut());
+  ui.agentsToggle.addEventListener("click", () =>
+    showAgents(ui.agentsToggle.getAttribute("aria-pressed") !== "true"),
+  );
   ui.composer.addEventListener("submit", (event) => {
     event.preventDefault();
     submit();

@@ -1,0 +1,83 @@
+"""Inbound webhooks: a signed POST starts a run of an agent, its payload the run's context.
+
+Signatures follow Standard Webhooks (the ``standardwebhooks`` package): the sender signs
+``webhook-id.webhook-timestamp.body`` with the agent's secret (HMAC-SHA256) and sends the
+three ``webhook-*`` headers; a delivery more than 5 minutes off is refused, and a
+redelivered ``webhook-id`` returns the run it started the first time. Anything that does
+not verify is 401 and starts nothing. The route takes no bearer token: the signature is
+the credential. Owners and staff make (and remake) an agent's secret with
+``POST /v1/agents/{handle}/webhook``; it is shown once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, delete, post
+from litestar.params import FromPath
+from standardwebhooks.webhooks import Webhook
+
+from fleet import AgentNotFoundError, AgentPausedError, AgentRateLimitedError, RunRequest
+from store import SecretsKeyError
+from stream._agents import agent_or_404, require_manager
+from stream._api import AuthedRequest, HookOut, RunOut, ServicesDep
+from stream._errors import ApiError
+from stream._runs import limited, run_out
+
+_REFUSED = "The webhook signature does not verify (Standard Webhooks, HMAC-SHA256)"
+
+
+@post("/v1/agents/{handle:str}/webhook", status_code=201, summary="Make the agent's webhook secret")
+async def make_hook(
+    handle: FromPath[str], request: AuthedRequest, services: ServicesDep
+) -> HookOut:
+    principal = request.user
+    require_manager(principal)
+    agent = await agent_or_404(services, principal.org_id, handle)
+    try:
+        secret = await services.store.hooks.rotate(principal.org_id, agent.handle)
+    except SecretsKeyError as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from None
+    return HookOut(path=f"/v1/hooks/{principal.org_id}/{agent.handle}", secret=secret)
+
+
+@delete("/v1/agents/{handle:str}/webhook", summary="Turn the agent's webhook off")
+async def delete_hook(handle: FromPath[str], request: AuthedRequest, services: ServicesDep) -> None:
+    require_manager(request.user)
+    if not await services.store.hooks.delete(request.user.org_id, handle):
+        raise ApiError(404, "not_found", f"The agent {handle!r} has no webhook")
+
+
+@post("/v1/hooks/{org:str}/{handle:str}", status_code=202, summary="A signed event starts a run")
+async def receive_hook(
+    org: FromPath[str],
+    handle: FromPath[str],
+    request: Request[Any, Any, Any],
+    services: ServicesDep,
+) -> RunOut:
+    secret = await services.store.hooks.secret(org, handle)
+    body = await request.body()
+    try:
+        if secret is None:
+            raise ValueError("no webhook")
+        payload = Webhook(secret).verify(body, dict(request.headers))
+    except Exception:  # a missing, malformed, stale or wrong signature: all the same 401
+        raise ApiError(401, "unauthorized", _REFUSED) from None
+    try:
+        agent = await services.agents.get(org, handle)
+        run, _ = await services.runs.submit(
+            RunRequest(
+                org_id=org, user_id=f"webhook:{handle}", role="staff", agent=agent.handle,
+                task=agent.profile.webhook_task,
+                context={"event": payload} if not isinstance(payload, dict) else payload,
+                idempotency_key=f"webhook:{request.headers['webhook-id'][:180]}",
+                trigger="webhook",
+            )
+        )  # fmt: skip
+    except AgentNotFoundError as exc:
+        raise ApiError(404, "not_found", str(exc)) from None
+    except AgentPausedError as exc:
+        raise ApiError(409, "agent_paused", str(exc)) from None
+    except AgentRateLimitedError as exc:
+        raise limited(exc) from None
+    return run_out(run)

@@ -1,0 +1,191 @@
+// The Agents view: the org's agents, each agent's background runs with live statuses,
+// a run's detail (steps, tool calls, resources it created, answer) and a live tail of
+// its events while it runs. It talks to the same API as everyone else.
+
+import { readFrames } from "./sse.js";
+import { h } from "./render.js";
+
+const POLL_MS = 1000;
+const LIVE = new Set(["queued", "running"]);
+const STATUS_TEXT = {
+  queued: "Queued",
+  running: "Running",
+  suspended: "Waiting for approval",
+  completed: "Completed",
+  failed: "Failed",
+  cancelled: "Cancelled",
+  expired: "Expired",
+};
+
+/** A list of `items` (each shown by `text`), or "none". */
+function listOf(spec, items, text) {
+  if (!items?.length) return h("p.run-none", { textContent: "none" });
+  return h(spec, {}, ...items.map((item) => h("li", { textContent: text(item) })));
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toLocaleTimeString() : "";
+}
+
+export class AgentsView {
+  /** `api(method, path, body)` gives `{data}` or `{error}`; `headers()` the auth header. */
+  constructor(root, { api, headers }) {
+    this.root = root;
+    this.api = api;
+    this.headers = headers;
+    this.agent = null; // the handle whose runs are shown
+    this.runId = null; // the run whose detail is shown
+    this.timer = null;
+    this.tail = null; // the AbortController of the live tail
+  }
+
+  async show() {
+    this.root.hidden = false;
+    await this.renderAgents();
+  }
+
+  hide() {
+    this.root.hidden = true;
+    this.stop();
+  }
+
+  stop() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.tail?.abort();
+    this.tail = null;
+  }
+
+  async renderAgents() {
+    const { data, error } = await this.api("GET", "/v1/agents");
+    const list = h("ul.agent-list", { role: "list" });
+    for (const agent of data ?? []) {
+      const paused = agent.profile?.paused || agent.paused;
+      const button = h(
+        "button.agent",
+        { type: "button", dataset: { handle: agent.handle } },
+        h("strong", { textContent: agent.name }),
+        h("span.agent-meta", {
+          textContent: ` @${agent.handle} · v${agent.version}${paused ? " · paused" : ""}`,
+        }),
+      );
+      button.addEventListener("click", () => this.openAgent(agent.handle));
+      list.append(h("li", {}, button));
+    }
+    const panel = h("div.agent-detail", { id: "agent-detail" });
+    this.root.replaceChildren(
+      h("h2", { textContent: "Agents" }),
+      error ? h("p.error-detail", { textContent: error.message }) : list,
+      panel,
+    );
+    if (this.agent) await this.openAgent(this.agent);
+  }
+
+  async openAgent(handle) {
+    this.stop();
+    this.agent = handle;
+    this.runId = null;
+    const panel = this.root.querySelector("#agent-detail");
+    const task = h("input", {
+      id: "run-task", type: "text", placeholder: "What should it do?", "aria-label": "Task",
+    });
+    const form = h(
+      "form.run-form",
+      {},
+      task,
+      h("button", { type: "submit", textContent: "Run in background" }),
+    );
+    const note = h("p.run-note", { role: "status" });
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      if (!task.value.trim()) return;
+      const { error } = await this.api("POST", `/v1/agents/${handle}/runs`, {
+        task: task.value.trim(),
+      });
+      note.textContent = error ? `${error.code}: ${error.message}` : "Queued.";
+      if (!error) task.value = "";
+      await this.refreshRuns();
+    });
+    panel.replaceChildren(
+      h("h3", { textContent: `@${handle}: runs` }),
+      form,
+      note,
+      h("table.runs", {}, h("tbody", { id: "runs" })),
+      h("section.run-detail", { id: "run-detail", "aria-label": "Run" }),
+    );
+    await this.refreshRuns();
+  }
+
+  /** The agent's runs, refreshed every second while any of them is queued or running. */
+  async refreshRuns() {
+    clearTimeout(this.timer);
+    const body = this.root.querySelector("#runs");
+    if (!body || !this.agent) return;
+    const { data } = await this.api("GET", `/v1/agents/${this.agent}/runs?limit=20`);
+    const runs = data?.runs ?? [];
+    body.replaceChildren(
+      ...runs.map((run) => {
+        const row = h(
+          "tr.run",
+          { dataset: { runId: run.run_id, status: run.status } },
+          h("td.run-task", { textContent: run.task }),
+          h("td.run-status", { textContent: STATUS_TEXT[run.status] ?? run.status }),
+          h("td.run-time", { textContent: when(run.created_at) }),
+        );
+        row.addEventListener("click", () => this.openRun(run.run_id));
+        return row;
+      }),
+    );
+    if (this.runId) await this.renderRun(this.runId);
+    if (runs.some((run) => LIVE.has(run.status))) {
+      this.timer = setTimeout(() => this.refreshRuns(), POLL_MS);
+    }
+  }
+
+  async openRun(runId) {
+    this.tail?.abort();
+    this.runId = runId;
+    await this.renderRun(runId);
+    const { data } = await this.api("GET", `/v1/runs/${runId}`);
+    if (data && LIVE.has(data.status)) this.follow(runId);
+  }
+
+  async renderRun(runId) {
+    const { data: run } = await this.api("GET", `/v1/runs/${runId}`);
+    const panel = this.root.querySelector("#run-detail");
+    if (!run || !panel) return;
+    const live = panel.querySelector(".run-live")?.textContent ?? "";
+    panel.replaceChildren(
+      h("h4", { textContent: `Run ${run.run_id.slice(4, 12)} · ${STATUS_TEXT[run.status] ?? run.status}` }),
+      h("p.run-answer", { textContent: run.answer ?? "" }),
+      h("h5", { textContent: "Steps" }),
+      listOf("ul.run-steps", run.steps, (s) =>
+        `${s.step_id}: ${s.ok ? "ok" : "failed"} · ${s.tool_calls} tool calls`),
+      h("h5", { textContent: "Tool calls" }),
+      listOf("ul.run-calls", run.tool_calls, (c) => `${c.tool} · ${c.status}`),
+      h("h5", { textContent: "Resources" }),
+      listOf("ul.run-resources", run.resources, (r) => `${r.action} ${r.target}`),
+      h("pre.run-live", { textContent: live }),
+    );
+  }
+
+  /** Tail the run's events while it runs; its text appears as it is written. */
+  async follow(runId) {
+    const controller = new AbortController();
+    this.tail = controller;
+    try {
+      const response = await fetch(`/v1/runs/${runId}/stream`, {
+        headers: this.headers(), signal: controller.signal,
+      });
+      for await (const frame of readFrames(response.body)) {
+        const out = this.root.querySelector("#run-detail .run-live");
+        if (!out || this.runId !== runId) break;
+        if (frame.event === "text_delta") out.textContent += JSON.parse(frame.data).delta;
+        if (frame.event === "done") break;
+      }
+    } catch {
+      // aborted, or the connection dropped: the status poll still shows the outcome
+    }
+    if (this.runId === runId) await this.refreshRuns();
+  }
+}

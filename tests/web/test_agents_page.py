@@ -1,0 +1,69 @@
+"""The Agents view in a real browser against a real ``bosun serve --dev``: an owner picks
+an agent, starts background runs from the page, and watches them go from queued (two run
+per agent at a time) to completed, then reads a run's detail."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Page, expect
+
+from bosun_web import Bosun, serve
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+
+DONE = "Checked the schedule: nothing clashes this week."
+PLAN = """
+- match: "You are the planner"
+  text: '{"strategy": "simple", "reasoning": "A quick check."}'
+"""
+ANSWER = """
+- match: "You are Bosun"
+  chunks: ["Checked the schedule: ", "nothing clashes ", "this week."]
+  delay_s: 1.0
+"""
+SCRIPT = PLAN * 3 + ANSWER * 3  # three runs, each its own plan and answer
+
+
+@pytest.fixture(scope="module")
+def bosun(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bosun]:
+    with serve(tmp_path_factory.mktemp("agents"), SCRIPT) as served:
+        with served.api() as client:
+            made = client.post(
+                "/v1/agents",
+                json={"handle": "scheduler", "name": "Scheduler", "runs_per_minute": 5},
+            )
+            assert made.status_code == 201, made.text
+        yield served
+
+
+async def test_background_runs_go_from_queued_to_completed(page: Page, bosun: Bosun) -> None:
+    await page.goto(bosun.page_url())
+    await page.get_by_role("button", name="Agents").click()
+    await expect(page.locator("#chat")).to_be_hidden()
+    await page.locator("button.agent[data-handle=scheduler]").click()
+
+    task = page.get_by_label("Task")
+    for _ in range(3):
+        await task.fill("Check this week's schedule")
+        await page.get_by_role("button", name="Run in background").click()
+        await expect(page.locator(".run-note")).to_have_text("Queued.")
+
+    runs = page.locator("tr.run")
+    await expect(runs).to_have_count(3)
+    await expect(page.locator("tr.run[data-status=queued]")).to_have_count(1)  # two at a time
+    await expect(page.locator("tr.run[data-status=completed]")).to_have_count(3, timeout=20_000)
+    await expect(runs.first.locator(".run-status")).to_have_text("Completed")
+
+    await runs.first.click()
+    detail = page.locator("#run-detail")
+    await expect(detail.locator("h4")).to_contain_text("Completed")
+    await expect(detail.locator(".run-answer")).to_have_text(DONE)
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=SCREENSHOTS / "agents_view.png")
+    await page.get_by_role("button", name="Agents").click()  # back to the chat
+    await expect(page.locator("#chat")).to_be_visible()
