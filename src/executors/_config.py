@@ -102,6 +102,22 @@ class ExecutorKit:
     budget: RoleBudget = EXECUTOR_BUDGET
     limits: ExecutorLimits = field(default_factory=ExecutorLimits)
     identity: str = ""
+    steps: StepCounter | None = None  # the agent's step limit for the whole turn
+
+
+@dataclass(slots=True)
+class StepCounter:
+    """The model turns (steps) a turn's executors may take in all, shared by its steps:
+    an agent's ``max_steps``. ``take`` counts one, or says there is none left."""
+
+    limit: int
+    used: int = 0
+
+    def take(self) -> bool:
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
 
 
 @dataclass(frozen=True, kw_only=True)

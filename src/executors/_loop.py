@@ -175,6 +175,11 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
         state.messages,
         tool_choice="none" if isinstance(step, WrapUp) else "auto",
     )
+    steps = env.kit.steps
+    if steps is not None and not steps.take():
+        why = f"the agent reached its limit of {steps.limit} steps"
+        error = StepError(code="max_steps", message=f"Stopped: {why}")
+        return Finish(False, "max_steps", partial_summary(state, why), error)
     state.model_turns += 1
     try:
         calls = await _stream(state, env, request)

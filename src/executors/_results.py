@@ -15,10 +15,13 @@ from events import Candidate, ConfirmationPending, DisambiguationPending, StepEr
 from providers import Message, TokenUsage, ToolResult
 from tools import Needs
 
-StepEnd = Literal["answered", "wrapped_up", "overran", "timed_out", "model_failed", "skipped"]
+StepEnd = Literal[
+    "answered", "wrapped_up", "overran", "timed_out", "model_failed", "skipped", "max_steps"
+]
 """How a step ended: ``answered`` on its own; ``wrapped_up`` when told its budget was
 nearly spent; ``overran`` a bound even so; ``timed_out`` at the wall-time deadline;
-``model_failed`` on a provider error; ``skipped`` because a dependency failed."""
+``model_failed`` on a provider error; ``skipped`` because a dependency failed; ``max_steps``
+when the turn's executors had used every model turn its agent allows (``StepCounter``)."""
 
 ConfirmKind = Literal["destructive", "always"]
 

@@ -113,12 +113,10 @@ class AgentDirectory:
         kit = replace(
             kit,
             identity=profile.identity_prompt,
+            max_steps=limits.max_steps,
+            wall_time_s=limits.wall_time_s,
             budgets=_room_for(kit.budgets, profile.identity_prompt),
             capabilities=self.policy.capabilities(profile),
-            executor_limits=replace(
-                kit.executor_limits,
-                max_model_turns=min(kit.executor_limits.max_model_turns, limits.max_steps),
-            ),
             turn_budget=_share(kit.turn_budget, limits.max_tool_calls, limits.budget_usd),
         )
         return AgentSetup(agent, kit, profile.models.specs())

@@ -22,6 +22,7 @@ from executors import (
     Emit,
     ExecutorKit,
     PlanSuspended,
+    StepCounter,
     StepResult,
     StepShare,
     TurnScope,
@@ -74,6 +75,7 @@ async def execute_plan(
         budget=kit.budgets.executor,
         limits=kit.executor_limits,
         identity=kit.identity,
+        steps=None if kit.max_steps is None else StepCounter(kit.max_steps),
     )
     data = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in ask.knowledge]
     outcome = await run_plan(
@@ -84,6 +86,7 @@ async def execute_plan(
         _suspend(plan, outcome, scope, emit)
         return Executed(status="suspended", stop_reason=None)
     failed = failed_steps(outcome.results)
+    step_limit(outcome.results)  # past the agent's step limit, the turn fails
     if plan.strategy == "tool" or not any(r.ok for r in outcome.results):
         provider_failure(outcome.results)  # nothing stands without the provider: fail
     if plan.strategy == "tool":  # the step's executor already streamed the answer
@@ -114,6 +117,24 @@ def failed_steps(results: Sequence[StepResult]) -> tuple[FailedStep, ...]:
         for r in results
         if not r.ok
     )
+
+
+class StepLimitError(Exception):
+    """The turn's executors used every step their agent allows; ``message`` says what was
+    done by then (a partial summary)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def step_limit(results: Sequence[StepResult]) -> None:
+    """Raise ``StepLimitError`` with a partial summary when a step hit the step limit."""
+    if not any(r.ended == "max_steps" for r in results):
+        return
+    done = "\n".join(f"- {r.step_id}: {r.summary}" for r in results if r.summary)
+    limit = next(r.error for r in results if r.ended == "max_steps" and r.error is not None)
+    raise StepLimitError(f"{limit.message}. Done so far:\n{done}" if done else limit.message)
 
 
 def provider_failure(results: Sequence[StepResult]) -> None:

@@ -47,6 +47,8 @@ class TurnKit:
     source_timeout_s: float = 5.0
     summariser_timeout_s: float = 20.0
     identity: str = ""
+    max_steps: int | None = None  # the agent's model turns for all of a turn's executors
+    wall_time_s: float | None = None  # the agent's bound on a turn (the server's still holds)
     _counters: dict[str, TokenCounter] = field(default_factory=dict)
 
     def counter(self, model: Model) -> TokenCounter:

@@ -43,7 +43,7 @@ from store import Store, StoredEvent
 from tools import ToolContext, UserRole
 from turn import _observe as observe
 from turn._appender import BatchingAppender
-from turn._execute import execute_plan
+from turn._execute import StepLimitError, execute_plan
 from turn._metering import BudgetExceededError, TurnMeter
 from turn._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
 from turn._takeover import checkpoint
@@ -118,6 +118,8 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
             session_id=turn.session_id, turn_id=turn.turn_id,
         )  # fmt: skip
         turn = metered(turn, meter)
+        if kit.wall_time_s is not None:  # the agent's own bound on a turn's wall time
+            turn = replace(turn, timeout_s=min(turn.timeout_s, kit.wall_time_s))
         closing: list[Event]
         status: TurnStatus
         failed: tuple[FailedStep, ...] = ()
@@ -200,6 +202,9 @@ def _failure(turn: Turn, exc: Exception) -> Error:
         case BudgetExceededError():
             log.info("turn.budget_exceeded", org_id=turn.org_id)
             return _error(turn, "budget_exceeded", exc.message)
+        case StepLimitError():
+            log.info("turn.max_steps", org_id=turn.org_id)
+            return _error(turn, "max_steps", exc.message)
         case TimeoutError():
             message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
             return _error(turn, "provider_timeout", message)

@@ -81,3 +81,13 @@ def test_the_commands_parse() -> None:
     args = parser.parse_args(["run", "coach", "do it", "--context", "{}", "--wait"])
     assert (args.handle, args.task, args.wait, args.org) == ("coach", "do it", True, "dev-org")
     assert parser.parse_args(["agents", "show", "coach"]).handle == "coach"
+
+
+def test_the_example_agents_apply(tmp_path: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "agents.yaml"
+    applied = bosun("agents", "apply", str(example), db=tmp_path / "example.db")
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines() == [
+        "coach: saved version 1",
+        "morning-report: saved version 1",
+    ]

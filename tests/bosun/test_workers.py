@@ -7,6 +7,7 @@ B gets every event exactly once, the log has no gap or duplicate, and the write 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx
@@ -146,3 +148,47 @@ async def test_a_killed_workers_turn_finishes_on_the_other(
     assert rest[-1][1] == "done" and rest[-1][2]["status"] == "completed"
     assert writes == 1 and execution == "succeeded"  # the write ran once
     assert (turn["status"], turn["worker_id"]) == ("completed", None)
+
+
+@pytest.mark.postgres
+async def test_a_background_run_whose_worker_dies_completes_once_on_the_other(
+    workers: tuple[list[str], list[Popen]], postgres_url: str
+) -> None:
+    urls, processes = workers
+    token = mint_token(
+        TokenConfig(DEV_JWT_SECRET), user="dev", org="dev-org", role="owner", ttl_s=600
+    )
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=urls[0], timeout=30, headers=headers) as client:
+        agent = {"handle": "builder", "name": "Builder", "tools": ["workouts.*"]}
+        assert (await client.post("/v1/agents", json=agent)).status_code == 201
+        queued = await client.post("/v1/agents/builder/runs", json={"task": GOAL})
+    run_id = queued.json()["run_id"]
+    db = await asyncpg.connect(_dsn(postgres_url))
+    try:
+        for _ in range(400):  # until the write has run: the run is mid-way
+            if await db.fetchval("SELECT status FROM tool_executions") == "succeeded":
+                break
+            await asyncio.sleep(0.02)
+        holder = str(await db.fetchval("SELECT worker_id FROM turns"))
+        dead = next(i for i, p in enumerate(processes) if f":{p.pid}:" in holder)
+        os.kill(processes[dead].pid, signal.SIGKILL)
+        processes[dead].wait(timeout=10)
+        run = await _until_ended(urls[1 - dead], headers, run_id)
+        writes = await db.fetchval("SELECT count(*) FROM workouts WHERE title = 'Mobility reset'")
+    finally:
+        await db.close()
+
+    assert run["status"] == "completed", run
+    assert writes == 1 and [c["status"] for c in run["tool_calls"]] == ["succeeded"]
+    assert [r["action"] for r in run["resources"]] == ["workout.created"]  # written once
+
+
+async def _until_ended(url: str, headers: dict[str, str], run_id: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url, timeout=30, headers=headers) as client:
+        for _ in range(600):
+            run: dict[str, Any] = (await client.get(f"/v1/runs/{run_id}")).json()
+            if run["status"] not in ("queued", "running"):
+                break
+            await asyncio.sleep(0.05)
+    return run

@@ -177,3 +177,45 @@ def test_runs_start_one_org_at_a_time_and_never_past_an_agents_limit() -> None:
     queued = [*busy, _run("quiet", "a", 6), _run("quiet", "a", 7)]
     order = fair_order(queued, {("busy", "a"): 1}, per_agent=2)
     assert [r.id for r in order] == ["quiet-a-6", "busy-a-0", "quiet-a-7", "busy-b-5"]
+
+
+async def test_a_run_past_its_step_limit_fails_with_a_partial_summary(
+    make_server: ServerFactory,
+) -> None:
+    async def planner(request: ModelRequest) -> Reply:
+        step = {"id": "s1", "goal": "Look everyone up", "tools": ["members.search"],
+                "max_tool_calls": 10}  # fmt: skip
+        return Reply(text=json.dumps({"strategy": "tool", "reasoning": "r", "steps": [step]}))
+
+    async def executor(request: ModelRequest) -> Reply:  # never stops on its own
+        call = ToolCall(id=f"toolu_{len(request.messages)}", name="members_search",
+                        input={"query": "sam"})  # fmt: skip
+        return Reply(text="Still looking.", tool_calls=(call,))
+
+    looping = TurnModels(planner=FunctionModel(planner), executor=FunctionModel(executor))
+    async with make_server(looping) as server:
+        await seed_demo(server.store, "acme")
+        await agent(server, limits={"max_steps": 3})
+        run_id = (await trigger(server, {"task": "Find every Sam"})).json()["run_id"]
+        detail = await until_status(server, run_id, "completed", "failed")
+
+    assert detail["status"] == "failed", (detail["steps"], detail["answer"], detail["error"])
+    assert detail["error"]["code"] == "max_steps"
+    assert "limit of 3 steps" in detail["error"]["message"]
+    assert "Done so far" in detail["error"]["message"]  # the partial summary
+    assert "members.search" in detail["error"]["message"]
+    assert len(detail["tool_calls"]) == 3  # three steps, each one call, then it stopped
+
+
+async def test_a_run_past_its_wall_time_is_stopped(make_server: ServerFactory) -> None:
+    async with make_server(models(pause_s=5.0)) as server:  # each executor call takes 5 s
+        await seed_demo(server.store, "acme")
+        await agent(server, limits={"wall_time_s": 1.0})
+        started = time.monotonic()
+        run_id = (await trigger(server, {"task": "Create a run"})).json()["run_id"]
+        detail = await until_status(server, run_id, "completed", "failed")
+
+    assert time.monotonic() - started < 4  # stopped by the agent's 1 s, not the model's 5
+    [step] = detail["steps"]
+    assert not step["ok"] and "wall time" in step["summary"]
+    assert detail["tool_calls"] == []  # the write never ran
