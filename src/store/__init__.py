@@ -18,7 +18,7 @@ from store._models import Base, OrgRow, utcnow
 from store._org_keys import OrgKeyInfo, OrgKeys, SecretsKeyError
 from store._rate_limits import TokenSpend
 from store._retention import PruneReport
-from store._runs import RunRecord, Runs
+from store._runs import RunFigures, RunRecord, Runs
 from store._sessions import SessionRecord, TurnRecord, UsageRecord
 from store._spend import DaySpend, resets_at, utc_day
 from store._store import Store
@@ -42,6 +42,7 @@ __all__ = [
     "OrgKeys",
     "OrgRow",
     "PruneReport",
+    "RunFigures",
     "RunRecord",
     "Runs",
     "SecretsKeyError",

@@ -9,6 +9,7 @@ claim that never opened its turn (the worker died in between) is given back afte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,7 +32,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
-from store._models import Base, JSONData, TurnRow, utcnow
+from store._models import (
+    Base,
+    EventRow,
+    JSONData,
+    ToolExecutionRow,
+    TurnRow,
+    UsageRow,
+    utcnow,
+)
 
 STALE_CLAIM_S = 60.0
 """A claim whose turn never opened is given back to the queue after this long."""
@@ -97,6 +106,15 @@ def _records() -> Any:
         TurnRow.started_at,
         TurnRow.finished_at,
     ).outerjoin(TurnRow, TurnRow.id == RunRow.turn_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """What a run did so far: steps ended, tool calls recorded, model cost."""
+
+    steps: int = 0
+    tool_calls: int = 0
+    cost_usd_micros: int = 0
 
 
 class Runs:
@@ -228,3 +246,34 @@ class Runs:
                 .returning(RunRow.id)
             )
             return result.first() is not None
+
+    async def figures(self, runs: Sequence[RunRecord]) -> dict[str, RunFigures]:
+        """Each started run's figures, by run id, in three grouped queries (a page's worth)."""
+        started = {run.session_id: run for run in runs if run.turn_id is not None}
+        if not started:
+            return {}
+        sessions = list(started)
+        steps = (
+            select(EventRow.session_id, func.count())
+            .where(EventRow.session_id.in_(sessions), EventRow.type == "step_completed")
+            .group_by(EventRow.session_id)
+        )
+        calls = (
+            select(ToolExecutionRow.session_id, func.count())
+            .where(ToolExecutionRow.session_id.in_(sessions))
+            .group_by(ToolExecutionRow.session_id)
+        )
+        cost = (
+            select(UsageRow.session_id, func.sum(UsageRow.cost_usd_micros))
+            .where(UsageRow.session_id.in_(sessions))
+            .group_by(UsageRow.session_id)
+        )
+        async with self._db.read() as conn:
+            counted = [
+                {sid: int(n or 0) for sid, n in await conn.execute(query)}
+                for query in (steps, calls, cost)
+            ]
+        return {
+            run.id: RunFigures(*(column.get(sid, 0) for column in counted))
+            for sid, run in started.items()
+        }

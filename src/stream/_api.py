@@ -242,8 +242,14 @@ class RunOut(BaseModel):
     finished_at: datetime | None
 
 
+class RunRow(RunOut):
+    steps: int = Field(default=0, description="Plan steps that ended.")
+    tool_calls: int = Field(default=0, description="Tool calls recorded.")
+    cost_usd_micros: int = Field(default=0, description="Model cost so far.")
+
+
 class RunPage(BaseModel):
-    runs: list[RunOut]
+    runs: list[RunRow]
     next_before: datetime | None = Field(
         description="Pass as `before` to get the next page; null on the last page."
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -21,13 +22,14 @@ from fleet import (
     AgentRateLimitedError,
     RunRequest,
 )
-from store import AuditEntry, RunRecord, StoredEvent, ToolExecutionRecord
+from store import AuditEntry, RunFigures, RunRecord, StoredEvent, ToolExecutionRecord
 from stream._api import (
     AuthedRequest,
     RunDetail,
     RunIn,
     RunOut,
     RunPage,
+    RunRow,
     Services,
     ServicesDep,
 )
@@ -106,9 +108,15 @@ async def list_runs(
     ] = None,
 ) -> RunPage:
     until = utc_instant(before, name="before") if before is not None else None
-    runs = await services.store.runs.history(request.user.org_id, handle, limit=limit, before=until)
+    store = services.store
+    runs = await store.runs.history(request.user.org_id, handle, limit=limit, before=until)
+    figures = await store.runs.figures(runs)
+    rows = [
+        RunRow(**run_out(run).model_dump(), **asdict(figures.get(run.id, RunFigures())))
+        for run in runs
+    ]
     last = runs[-1].created_at if len(runs) == limit else None
-    return RunPage(runs=[run_out(run) for run in runs], next_before=last)
+    return RunPage(runs=rows, next_before=last)
 
 
 @get("/v1/runs/{run_id:str}", summary="A run: its steps, tool calls, resources and answer")

@@ -94,7 +94,9 @@ async def test_a_run_is_queued_at_once_and_completes_with_no_client(
     assert created["target"] == f"workout:{call['output']['id']}"
     assert detail["answer"] == "Created the Morning run."
     assert detail["usage"] is not None and detail["started_at"] and detail["finished_at"]
-    assert [r["run_id"] for r in history.json()["runs"]] == [run_id]
+    [row] = history.json()["runs"]
+    assert row["run_id"] == run_id and (row["steps"], row["tool_calls"]) == (1, 1)
+    assert row["status"] == "completed" and row["cost_usd_micros"] >= 0
     assert other_org.status_code == 404
 
 

@@ -130,6 +130,9 @@ export class AgentsView {
           { dataset: { runId: run.run_id, status: run.status } },
           h("td.run-task", { textContent: run.task }),
           h("td.run-status", { textContent: STATUS_TEXT[run.status] ?? run.status }),
+          h("td.run-figures", {
+            textContent: `${run.steps} steps · ${run.tool_calls} tool calls · $${(run.cost_usd_micros / 1e6).toFixed(4)}`,
+          }),
           h("td.run-time", { textContent: when(run.created_at) }),
         );
         row.addEventListener("click", () => this.openRun(run.run_id));
