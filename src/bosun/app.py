@@ -10,6 +10,7 @@ from litestar import Litestar
 from bosun import __version__
 from bosun.settings import Settings
 from bosun.wiring import build_kit, build_models
+from fleet import default_policy
 from store import Store
 from stream import StreamConfig, TokenConfig, create_app
 from tools.demo import seed_demo
@@ -48,11 +49,14 @@ def build_app(
         for org in seed_orgs if settings.demo else ():
             await seed_demo(store, org)
 
+    models = models if models is not None else build_models(settings)
+    kit = build_kit(settings, store)
     return create_app(
         store=store,
-        models=models if models is not None else build_models(settings),
+        models=models,
         config=stream_config(settings),
-        kit=build_kit(settings, store),
+        kit=kit,
+        policy=default_policy(kit, models.selectable, settings.agents.always_allowed),
         version=__version__,
         startup=[seed],
     )

@@ -120,6 +120,16 @@ class ExecutorSettings(BaseModel):
     )
 
 
+class AgentSettings(BaseModel):
+    """The server's bounds on every agent profile (docs/agents.md). Tools no agent may use
+    are ``executor.block_tools``."""
+
+    always_allowed: list[str] = Field(
+        default_factory=list,
+        description="Tools every agent may use whatever its profile grants (names or router.*).",
+    )
+
+
 class LimitSettings(BaseModel):
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
@@ -156,6 +166,7 @@ class Settings(BaseSettings):
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
     budgets: dict[str, dict[str, int]] = Field(
         default_factory=dict,
         description="Per-role token budget overrides, e.g. {planner = {conversation = 3000}}.",

@@ -195,3 +195,20 @@ async def test_a_paused_agent_takes_no_turns_and_an_unknown_one_is_404(
 
     assert paused.status_code == 409 and paused.json()["error"]["code"] == "agent_paused"
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+
+
+async def test_always_allowed_tools_join_every_profiles_grant(db_url: str) -> None:
+    settings = Settings(
+        database_url=db_url,
+        jwt_secret=JWT_SECRET,  # type: ignore[arg-type]
+        agents={"always_allowed": ["programs.list"]},  # type: ignore[arg-type]
+        limits={"requests_per_minute": 0, "tokens_per_minute": 0},  # type: ignore[arg-type]
+    )
+    async with Server(settings, TurnModels()) as server:
+        await create(server, COACH)
+        directory = server.app.state["services"].agents
+        coach = directory.setup(await directory.get("acme", "coach"))
+        catalogue = coach.kit.catalogue("owner").tools
+
+    assert "programs.list" in catalogue and "members.search" in catalogue
+    assert "workouts.delete" not in catalogue and "programs.publish_bulk" not in catalogue
