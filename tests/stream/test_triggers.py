@@ -19,12 +19,15 @@ from conftest import JWT_SECRET, Server, ServerFactory
 from providers import FunctionModel, ModelRequest, Reply
 from turn import TurnModels
 
-SCHEDULED = {
-    "handle": "nightly",
-    "name": "Nightly",
-    "runs_per_minute": 10,
-    "schedule": {"cron": "* * * * *", "task": "Summarise the day", "context": {"n": 1}},
-}
+
+def daily_at(at: datetime) -> str:
+    """A cron expression that fires once a day, at ``at``'s minute (UTC)."""
+    return f"{at.minute} {at.hour} * * *"
+
+
+def scheduled(cron: str) -> dict[str, Any]:
+    schedule = {"cron": cron, "task": "Summarise the day", "context": {"n": 1}}
+    return {"handle": "nightly", "name": "Nightly", "runs_per_minute": 10, "schedule": schedule}
 
 
 def quick() -> TurnModels:
@@ -57,7 +60,9 @@ async def test_a_schedule_fires_one_run_per_tick_across_two_workers(db_url: str)
         limits={"requests_per_minute": 0, "tokens_per_minute": 0},  # type: ignore[arg-type]
     )
     async with Server(settings, quick()) as one, Server(settings, quick()) as two:
-        made = await one.client.post("/v1/agents", json=SCHEDULED, headers=one.auth(role="owner"))
+        # This minute's tick is due now, and the next one is a day away: exactly one tick.
+        profile = scheduled(daily_at(datetime.now(UTC)))
+        made = await one.client.post("/v1/agents", json=profile, headers=one.auth(role="owner"))
         assert made.status_code == 201, made.text
         await until_a_run(one)
         await asyncio.sleep(2.5)  # both workers poll (every second) a few more times
@@ -79,15 +84,17 @@ async def test_a_schedule_outside_its_grace_or_invalid_fires_nothing(
     make_server: ServerFactory,
 ) -> None:
     async with make_server(quick()) as server:
-        daily = {**SCHEDULED, "schedule": {**SCHEDULED["schedule"], "cron": "0 3 * * *"}}
+        # A tick twelve hours from now: the server's own poll never finds it due.
+        tick = (datetime.now(UTC) + timedelta(hours=12)).replace(second=0, microsecond=0)
+        daily = scheduled(daily_at(tick))
         bad = await server.client.post(
             "/v1/agents",
-            json={**SCHEDULED, "schedule": {"cron": "every day", "task": "x"}},
+            json={**scheduled("every day"), "handle": "broken"},
             headers=server.auth(role="owner"),
         )
         await server.client.post("/v1/agents", json=daily, headers=server.auth(role="owner"))
         services = server.app.state["services"]
-        long_after = datetime(2026, 11, 24, 3, 10, tzinfo=UTC)  # 10 minutes past the tick
+        long_after = tick + timedelta(minutes=10)
         late = await services.runs.fire_schedules(long_after)
         on_time = await services.runs.fire_schedules(long_after - timedelta(minutes=9))
 
