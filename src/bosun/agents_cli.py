@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from bosun.chat_cli import heartbeat, print_events
-from bosun.log import configure_logging
+from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
 from bosun.wiring import build_kit, build_models
@@ -51,15 +51,8 @@ def _directory(settings: Settings, store: Store) -> AgentDirectory:
     )
 
 
-def _quiet(settings: Settings) -> None:
-    """Only warnings are logged (the commands print their own lines), unless
-    ``BOSUN_LOG_LEVEL`` asks for more."""
-    if "log_level" not in settings.model_fields_set:
-        configure_logging(fmt=settings.log_format, level="warning")
-
-
 def run_agents(args: argparse.Namespace, settings: Settings) -> int:
-    _quiet(settings)
+    quiet_logging(settings)
     try:
         loaded = _load(Path(args.file)) if args.action == "apply" else []
         return asyncio.run(_agents(args, settings, loaded))
@@ -126,7 +119,7 @@ async def _apply(directory: AgentDirectory, org_id: str, user: str, items: list[
 def run_run(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when the run was queued (or, with ``--wait``, completed or waits for a
     human), 1 when it did not complete, 2 when it could not be queued."""
-    _quiet(settings)
+    quiet_logging(settings)
     try:
         status = asyncio.run(_run(args, settings))
     except (AgentNotFoundError, AgentPausedError, AgentRateLimitedError, SecretsKeyError) as exc:

@@ -15,7 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 
-from bosun.log import configure_logging
+from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
 from bosun.wiring import build_kit, build_models
@@ -46,8 +46,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     The server's info logs would drown the conversation: only warnings are logged, unless
     ``BOSUN_LOG_LEVEL`` asks for more."""
-    if "log_level" not in settings.model_fields_set:
-        configure_logging(fmt=settings.log_format, level="warning")
+    quiet_logging(settings)
     try:
         status = asyncio.run(_chat(args, settings))
     except (ModelSpecError, SecretsKeyError, LookupError) as exc:

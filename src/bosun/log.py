@@ -14,12 +14,15 @@ import logging
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from turn import count_tool_executions
+
+if TYPE_CHECKING:
+    from bosun.settings import Settings
 
 SCRUBBED = "[scrubbed]"
 PRIVATE_KEYS = frozenset(
@@ -95,6 +98,13 @@ def _drop_below(threshold: int) -> Processor:
         return event_dict
 
     return drop
+
+
+def quiet_logging(settings: Settings) -> None:
+    """For commands that print their own lines: only warnings are logged, unless
+    ``BOSUN_LOG_LEVEL`` asks for more."""
+    if "log_level" not in settings.model_fields_set:
+        configure_logging(fmt=settings.log_format, level="warning")
 
 
 def configure_logging(

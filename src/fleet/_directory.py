@@ -18,7 +18,7 @@ from executors import StepShare
 from fleet._profile import DEFAULT_HANDLE, AgentPolicy, AgentProfile, ProfileError
 from store import AgentRecord, Store
 from tools import ToolRegistry
-from turn import ModelNotAllowedError, ModelResolver, TurnKit, TurnRoleModels, TurnSetup
+from turn import ModelResolver, TurnKit, TurnRoleModels, TurnSetup
 
 IDENTITY_COUNTER = "claude-sonnet-4-5"
 """The tokenizer an identity is measured with to grow the budgets (any model's is close)."""
@@ -130,14 +130,10 @@ class AgentDirectory:
             handle = str(job.get("agent") or DEFAULT_HANDLE)
             agent = await self.at_version(org_id, handle, int(job.get("agent_version") or 0))
             chosen = self.setup(agent)
-            for requested, roles in ((job.get("model"), chosen.specs), (None, chosen.specs)):
-                try:
-                    return chosen.kit, await resolver.resolve(
-                        org_id=org_id, requested=requested, roles=roles
-                    )
-                except ModelNotAllowedError:
-                    continue
-            return chosen.kit, await resolver.resolve(org_id=org_id, requested=None)
+            models = await resolver.resolve_offered(
+                org_id=org_id, requested=job.get("model"), roles=chosen.specs
+            )
+            return chosen.kit, models
 
         return setup
 

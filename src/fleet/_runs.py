@@ -26,7 +26,7 @@ from fleet._directory import AgentDirectory
 from fleet._schedule import GRACE_S, due_tick
 from store import RunRecord, Store
 from tools import UserRole
-from turn import ModelNotAllowedError, ModelResolver, TurnRoleModels, TurnRunner, new_session
+from turn import ModelResolver, TurnRunner, new_session
 
 RATE_WINDOW_S = 60
 _log = structlog.get_logger("bosun.runs")
@@ -208,7 +208,9 @@ class RunDispatcher:
     async def _launch(self, run: RunRecord, turn_id: str) -> None:
         agent = await self._agents.at_version(run.org_id, run.agent, run.agent_version)
         setup = self._agents.setup(agent)
-        models = await self._models_of(run.org_id, setup.specs)
+        models = await self._models.resolve_offered(
+            org_id=run.org_id, requested=None, roles=setup.specs
+        )
         role: UserRole = run.role  # type: ignore[assignment]
         await self._runner.start(
             session_id=run.session_id, org_id=run.org_id, user_id=run.user_id, role=role,
@@ -218,12 +220,6 @@ class RunDispatcher:
         )  # fmt: skip
         self._mine.add(turn_id)
         _log.info("run.started", run_id=run.id, turn_id=turn_id, agent=run.agent)
-
-    async def _models_of(self, org_id: str, specs: dict[str, str]) -> TurnRoleModels:
-        try:
-            return await self._models.resolve(org_id=org_id, requested=None, roles=specs)
-        except ModelNotAllowedError:  # a spec no longer offered: the server's models
-            return await self._models.resolve(org_id=org_id, requested=None)
 
 
 def fair_order(

@@ -14,13 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import structlog
 
 from events import UserMessage
 from store import Claim, Store
-from turn._models import ModelNotAllowedError, ModelResolver, TurnRoleModels
+from turn._models import ModelResolver
 from turn._runner import TurnRunner
 
 _log = structlog.get_logger("bosun.turns")
@@ -100,7 +99,9 @@ class Keeper:
         if self._runner.setups is not None:  # its agent's version: its kit and models
             kit, models = await self._runner.setups(job)
         else:
-            models = await self._models_of(job)
+            models = await self._models.resolve_offered(
+                org_id=str(job["org_id"]), requested=job.get("model")
+            )
         _log.warning(
             "turn.taken_over",
             turn_id=claim.turn_id,
@@ -109,9 +110,3 @@ class Keeper:
             epoch=claim.epoch,
         )
         self._runner.take_over(claim, opening, models, kit)
-
-    async def _models_of(self, job: dict[str, Any]) -> TurnRoleModels:
-        try:
-            return await self._models.resolve(org_id=str(job["org_id"]), requested=job["model"])
-        except ModelNotAllowedError:  # the model it used is no longer offered: the default
-            return await self._models.resolve(org_id=str(job["org_id"]), requested=None)

@@ -64,6 +64,21 @@ class ModelResolver:
         ]
         return TurnRoleModels(*resolved)
 
+    async def resolve_offered(
+        self, *, org_id: str, requested: str | None, roles: Mapping[str, str] | None = None
+    ) -> TurnRoleModels:
+        """``resolve``, falling back on what is still offered: for a turn started earlier
+        (a resume, a takeover, a queued run) whose model or agent's specs the server has
+        since stopped offering. Tries the request with the roles, then the roles alone,
+        then the server's models."""
+        tries = [(requested, roles or {}), (None, roles or {}), (None, {})]
+        for spec, role_specs in dict.fromkeys((s, tuple(r.items())) for s, r in tries):
+            try:
+                return await self.resolve(org_id=org_id, requested=spec, roles=dict(role_specs))
+            except ModelNotAllowedError:
+                continue
+        return await self.resolve(org_id=org_id, requested=None)
+
     def _offered(self, spec: str) -> Model:
         model = self._models.selectable.get(spec)
         if model is None:
