@@ -78,7 +78,7 @@ async def _agents(args: argparse.Namespace, settings: Settings, loaded: list[Any
         directory = _directory(settings, store)
         if args.action == "list":
             for agent in await directory.list(args.org):
-                paused = " (paused)" if agent.profile.paused else ""
+                paused = " (paused)" if agent.paused else ""
                 print(f"{agent.handle}\tv{agent.version}\t{agent.profile.name}{paused}")
         elif args.action == "show":
             agent = await directory.get(args.org, args.handle)

@@ -31,6 +31,9 @@ def stream_config(settings: Settings) -> StreamConfig:
         lease_s=settings.workers.lease_s,
         pending_ttl_s=limits.pending_ttl_s,
         metrics=settings.metrics,
+        webhook_retry_s=tuple(settings.webhooks.retry_schedule_s),
+        webhook_timeout_s=settings.webhooks.timeout_s,
+        webhook_deliveries=settings.webhooks.deliver,
     )
 
 

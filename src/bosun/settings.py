@@ -105,6 +105,28 @@ class WorkerSettings(BaseModel):
     lease_s: float = Field(default=15.0, ge=1.0, le=600.0)
 
 
+class WebhookSettings(BaseModel):
+    """Outbound webhooks (docs/notifications.md): a failed delivery is retried after each
+    of ``retry_schedule_s`` in turn (Standard Webhooks' schedule: about a day), then failed."""
+
+    retry_schedule_s: list[float] = Field(
+        default_factory=lambda: [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0],
+        max_length=20,
+        description="Seconds before each retry after the first attempt; [] never retries.",
+    )
+    timeout_s: float = Field(default=10.0, gt=0, le=60.0, description="Per attempt.")
+    deliver: bool = Field(
+        default=True, description="Send deliveries from this process (off: others send them)."
+    )
+
+    @field_validator("retry_schedule_s")
+    @classmethod
+    def _positive(cls, value: list[float]) -> list[float]:
+        if any(delay < 0 for delay in value):
+            raise ValueError("retry delays are seconds, none negative")
+        return value
+
+
 class ExecutorSettings(BaseModel):
     """Bounds of each executor's tool loop, and the agent profile's capabilities."""
 
@@ -178,6 +200,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     caps: CapSettings = Field(default_factory=CapSettings)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     turn_budget: TurnBudgetSettings = Field(default_factory=TurnBudgetSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"

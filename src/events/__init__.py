@@ -7,6 +7,7 @@ them, reports replay them; none of those owns them. Their names and fields are p
 
 from events._events import (
     INTERNAL_EVENTS,
+    ApprovalResolved,
     Candidate,
     ConfirmationPending,
     ContextBudget,
@@ -42,6 +43,7 @@ from events._events import (
 
 __all__ = [
     "INTERNAL_EVENTS",
+    "ApprovalResolved",
     "Candidate",
     "ConfirmationPending",
     "ContextBudget",

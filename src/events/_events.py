@@ -209,6 +209,23 @@ class ToolResolved:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalResolved:
+    """A queued (deferred) call's approval ended, outside any turn: ``approved`` and run
+    (``ok``, with its ``output`` or ``error``), ``rejected`` or ``expired`` (never run).
+    ``tool_use_id`` is the call the model made, whose result said it was queued."""
+
+    approval_id: str
+    tool_use_id: str
+    tool: str
+    decision: Literal["approved", "rejected", "expired"]
+    ok: bool | None = None
+    output: Any = None
+    error: ToolError | None = None
+    reason: str | None = None
+    type: Literal["approval_resolved"] = "approval_resolved"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TurnSuspended:
     """Operator-only (never streamed): what a suspended turn resumes from. ``plan`` is the
     plan being run, ``results`` its finished steps, ``steps`` the suspended ones (their
@@ -293,6 +310,7 @@ Event = Annotated[
     | ConfirmationPending
     | DisambiguationPending
     | ToolResolved
+    | ApprovalResolved
     | TurnSuspended
     | MessageDone
     | Usage

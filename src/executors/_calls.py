@@ -38,7 +38,7 @@ async def run_tools(
 ) -> CallModel | WrapUp | Suspend | Finish:
     """Run ``step.calls`` (or suspend before any runs), append their results, go on."""
     verdicts = [_check(state, env, call) for call in step.calls]
-    if any(_needs(v) for v in verdicts):
+    if any(_needs(env, v) for v in verdicts):
         return await _suspend(env, step.calls, verdicts)
     return await _in_order(state, env, step.calls, verdicts, [])
 
@@ -66,7 +66,7 @@ async def _in_order(
         if outcome.needs is not None:  # the runner asked for the user after all
             first = _pending(call, verdict, outcome.needs)
             rest = zip(calls[index + 1 :], verdicts[index + 1 :], strict=True)
-            pending = (first, *(_pending(c, v, _needs(v)) for c, v in rest))
+            pending = (first, *(_pending(c, v, _needs(env, v)) for c, v in rest))
             return Suspend(pending=pending, results=tuple(results))
         results.append(_result(state, env, outcome))
     state.messages.append(Message(role="user", parts=tuple(results)))
@@ -78,7 +78,7 @@ async def _suspend(env: StepEnv, calls: Sequence[ToolCall], verdicts: Sequence[V
     the user as pending (nothing runs), so it survives a restart; the rest wait their turn."""
     pending = []
     for call, verdict in zip(calls, verdicts, strict=True):
-        needs = _needs(verdict)
+        needs = _needs(env, verdict)
         if needs is not None:
             assert isinstance(verdict, ToolDef)
             request = _request(env, call, verdict.name)
@@ -120,6 +120,7 @@ def _request(env: StepEnv, call: ToolCall, name: str) -> ToolCallRequest:
         session_id=env.scope.session_id,
         turn_id=env.scope.turn_id,
         step_id=env.step_id,
+        purpose=env.goal,
     )
 
 
@@ -141,12 +142,16 @@ def _check(state: StepState, env: StepEnv, call: ToolCall) -> Verdict:
     return env.kit.runner.check(_request(env, call, tool.name), env.scope.role)
 
 
-def _needs(verdict: Verdict) -> Needs | None:
+def _needs(env: StepEnv, verdict: Verdict) -> Needs | None:
+    """What the user must do before the call runs; a call whose approval is deferred
+    needs nothing now (the runner queues it and the step goes on)."""
     if not isinstance(verdict, ToolDef):
         return None
     if verdict.kind == "user_picker":
         return "pick"
-    return "confirmation" if verdict.needs_confirmation else None
+    if not verdict.needs_confirmation:
+        return None
+    return None if env.kit.runner.defers(verdict) else "confirmation"
 
 
 def _pending(call: ToolCall, verdict: Verdict, needs: Needs | None) -> PendingCall:

@@ -76,13 +76,17 @@ class StepShare:
 
 
 class ToolRunnerLike(Protocol):
-    """The two runner methods executors use (``tools.ToolRunner`` implements them).
+    """The runner methods executors use (``tools.ToolRunner`` implements them).
 
     ``check`` is the side-effect-free pre-flight (unknown tool, role, capabilities, input):
     the tool's declaration if the call may go ahead, else the refusal as an outcome.
     """
 
     def check(self, call: ToolCallRequest, role: UserRole) -> ToolDef | ToolOutcome: ...
+
+    def defers(self, tool: ToolDef) -> bool:
+        """Whether a call of ``tool`` that needs approval is queued rather than waited for."""
+        ...
 
     async def run(
         self, call: ToolCallRequest, ctx: ToolContext, *, approved: bool = False

@@ -58,7 +58,9 @@ async def run_step(
     """
     state = _fresh_state(step, kit, data, share)
     emit(ContextBudget(role="executor", report=state.prompt.report.to_dict(), step_id=step.id))
-    env = StepEnv(step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer)
+    env = StepEnv(
+        step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer, goal=step.goal
+    )
     return await _bounded(step.id, state, env, _first_turn(state, env))
 
 
@@ -90,7 +92,9 @@ async def resume_step(
     state.model_turns = suspended.model_turns
     state.log = list(suspended.log)
     state.earlier_tokens = suspended.tokens
-    env = StepEnv(step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer)
+    env = StepEnv(
+        step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer, goal=step.goal
+    )
     if not suspended.pending:  # a checkpoint between model turns (a takeover): call on
         return await _bounded(step.id, state, env, _first_turn(state, env))
     calls = tuple(ToolCall(id=p.tool_use_id, name=p.tool, input=p.input) for p in suspended.pending)

@@ -66,6 +66,7 @@ class StepEnv:
     scope: TurnScope
     emit: Emit
     final_answer: bool  # stream text without step_id: it is the turn's answer
+    goal: str = ""  # the step's goal: what its tool calls are for
 
     def text(self, delta: str) -> None:
         self.emit(TextDelta(delta=delta, step_id=None if self.final_answer else self.step_id))

@@ -2,6 +2,13 @@
 what their turns run with. Above ``turn`` (a profile becomes a turn's kit), below the
 HTTP routes and the composition root."""
 
+from fleet._approvals import (
+    ApprovalAnsweredError,
+    ApprovalDesk,
+    ApprovalExpiredError,
+    ApprovalNotFoundError,
+)
+from fleet._costs import AgentUsage, CostGuard, CostPeriod, cost_period
 from fleet._directory import (
     Agent,
     AgentDirectory,
@@ -15,6 +22,7 @@ from fleet._profile import (
     HANDLE_PATTERN,
     AgentPolicy,
     AgentProfile,
+    ProfileCost,
     ProfileError,
     ProfileLimits,
     ProfileModels,
@@ -39,11 +47,20 @@ __all__ = [
     "AgentProfile",
     "AgentRateLimitedError",
     "AgentSetup",
+    "AgentUsage",
+    "ApprovalAnsweredError",
+    "ApprovalDesk",
+    "ApprovalExpiredError",
+    "ApprovalNotFoundError",
+    "CostGuard",
+    "CostPeriod",
+    "ProfileCost",
     "ProfileError",
     "ProfileLimits",
     "ProfileModels",
     "RunDispatcher",
     "RunRequest",
+    "cost_period",
     "default_policy",
     "default_profile",
     "fair_order",

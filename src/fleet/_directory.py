@@ -37,6 +37,23 @@ class Agent:
     profile: AgentProfile
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    paused_at: datetime | None = None
+    paused_reason: str | None = None
+
+    @property
+    def paused(self) -> bool:
+        """Paused by its profile (``paused: true``) or by the server (its cost limit)."""
+        return self.profile.paused or self.paused_at is not None
+
+    def paused_message(self) -> str:
+        """Why a paused agent takes no new turns (the 409's message)."""
+        if self.paused_reason == "cost_limit":
+            why = "it reached its cost limit for the period; an owner or staff may resume it"
+        elif self.paused_at is not None:
+            why = f"{self.paused_reason or 'paused'}; an owner or staff may resume it"
+        else:
+            why = "its profile says paused"
+        return f"The agent {self.handle!r} is paused: {why}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +121,12 @@ class AgentDirectory:
         if not await self._store.agents.delete(org_id, handle):
             raise AgentNotFoundError(f"No agent {handle!r} in this organisation")
 
-    def setup(self, agent: Agent) -> AgentSetup:
-        """The kit a turn of ``agent`` runs with (the built-in default: the server's own)."""
+    def setup(self, agent: Agent, *, background: bool = False) -> AgentSetup:
+        """The kit a turn of ``agent`` runs with (the built-in default: the server's own);
+        ``background``: a run nobody watches, whose approvals defer rather than wait."""
         if agent.version == 0:
-            return AgentSetup(agent, self._kit, {})
+            caps = replace(self._kit.capabilities, mode="defer" if background else "suspend")
+            return AgentSetup(agent, replace(self._kit, capabilities=caps), {})
         profile, kit = agent.profile, self._kit
         limits = profile.limits
         kit = replace(
@@ -116,7 +135,7 @@ class AgentDirectory:
             max_steps=limits.max_steps,
             wall_time_s=limits.wall_time_s,
             budgets=_room_for(kit.budgets, profile.identity_prompt),
-            capabilities=self.policy.capabilities(profile),
+            capabilities=self.policy.capabilities(profile, background=background),
             turn_budget=_share(kit.turn_budget, limits.max_tool_calls, limits.budget_usd),
         )
         return AgentSetup(agent, kit, profile.models.specs())
@@ -129,7 +148,7 @@ class AgentDirectory:
             org_id = str(job["org_id"])
             handle = str(job.get("agent") or DEFAULT_HANDLE)
             agent = await self.at_version(org_id, handle, int(job.get("agent_version") or 0))
-            chosen = self.setup(agent)
+            chosen = self.setup(agent, background=job.get("trigger") == "run")
             models = await resolver.resolve_offered(
                 org_id=org_id, requested=job.get("model"), roles=chosen.specs
             )
@@ -196,4 +215,6 @@ def _agent(record: AgentRecord) -> Agent:
         AgentProfile.model_validate(record.profile),
         record.created_at,
         record.updated_at,
+        record.paused_at,
+        record.paused_reason,
     )

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleet._schedule import valid_cron
+from store import ApprovalMode
 from tools import Capabilities, ToolRegistry
 
 HANDLE_PATTERN = r"^[a-z][a-z0-9_-]{1,39}$"
@@ -82,6 +83,28 @@ class ProfileSchedule(BaseModel):
     context: dict[str, Any] | None = Field(default=None, max_length=64)
 
 
+class ProfileCost(BaseModel):
+    """What the agent may spend on models per period (UTC), beyond the org's daily cap."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    alert_thresholds_usd: list[Annotated[float, Field(ge=0.000001, le=1_000_000)]] = Field(
+        default_factory=lambda: [1.0, 5.0, 10.0, 50.0],
+        max_length=20,
+        description="Spends (USD) that each fire one cost_alert notification per period.",
+    )
+    limit_usd: float | None = Field(
+        default=None,
+        ge=0.000001,  # a micro-dollar: what spend is counted in
+        le=1_000_000,
+        description="At this spend in the period the agent pauses itself (cost_limit); unset: "
+        "never.",
+    )
+    period: Literal["day", "month"] = Field(
+        default="month", description="What the thresholds and the limit count: a UTC day or month."
+    )
+
+
 class AgentProfile(BaseModel):
     """What an org's owner or staff say about one agent (stored as a version)."""
 
@@ -100,9 +123,27 @@ class AgentProfile(BaseModel):
         max_length=200,
         description="Tools whose calls wait for a human even where the tool does not ask.",
     )
+    approval_modes: dict[str, ApprovalMode] = Field(
+        default_factory=dict,
+        max_length=200,
+        description=(
+            "How a call needing approval waits, per tool (or router.*): 'suspend' (the turn "
+            "waits for the answer) or 'defer' (queued; the turn goes on). Unset: chats "
+            "suspend, background runs defer."
+        ),
+    )
+    approval_ttl_s: float = Field(
+        default=86_400.0,
+        ge=1,
+        le=30 * 86_400,
+        description="An approval not answered within this many seconds expires (never runs).",
+    )
     limits: ProfileLimits = Field(default_factory=ProfileLimits)
     runs_per_minute: WholeNumber = Field(default=3, ge=1, le=60, description="Trigger rate limit.")
     paused: bool = False
+    cost: ProfileCost = Field(
+        default_factory=ProfileCost, description="Cost alerts and the cost limit (auto-pause)."
+    )
     schedule: ProfileSchedule | None = Field(
         default=None, description="Queue a run on every tick of a cron expression (UTC)."
     )
@@ -135,7 +176,7 @@ class AgentPolicy:
 
     def check(self, profile: AgentProfile) -> None:
         """Raise ``ProfileError`` for the first thing the policy refuses."""
-        for entry in [*(profile.tools or ()), *profile.approvals]:
+        for entry in [*(profile.tools or ()), *profile.approvals, *profile.approval_modes]:
             self._known(entry)
         for entry in profile.tools or ():
             if _covers(self.always_blocked, entry):
@@ -165,11 +206,19 @@ class AgentPolicy:
         if not known:
             raise ProfileError("unknown_tool", f"No tool or router named {entry!r} here")
 
-    def capabilities(self, profile: AgentProfile) -> Capabilities:
-        """What the profile may do on this server."""
+    def capabilities(self, profile: AgentProfile, *, background: bool = False) -> Capabilities:
+        """What the profile may do on this server, and how its approvals wait (unless the
+        profile says per tool: a chat suspends, a background run defers)."""
         allow = None if profile.tools is None else frozenset(profile.tools) | self.always_allowed
+        modes = profile.approval_modes
         return Capabilities(
-            allow=allow, blocked=self.always_blocked, confirm=frozenset(profile.approvals)
+            allow=allow,
+            blocked=self.always_blocked,
+            confirm=frozenset(profile.approvals),
+            defer=frozenset(t for t, mode in modes.items() if mode == "defer"),
+            suspend=frozenset(t for t, mode in modes.items() if mode == "suspend"),
+            mode="defer" if background else "suspend",
+            approval_ttl_s=profile.approval_ttl_s,
         )
 
 

@@ -99,8 +99,8 @@ class RunDispatcher:
         key = request.idempotency_key
         if key is not None and (earlier := await store.runs.by_key(org_id, agent.handle, key)):
             return earlier, False
-        if agent.profile.paused:
-            raise AgentPausedError(f"The agent {agent.handle!r} is paused")
+        if agent.paused:
+            raise AgentPausedError(agent.paused_message())
         window = await store.rate_limits.hit(
             f"agent-runs:{org_id}:{agent.handle}", window_s=RATE_WINDOW_S
         )
@@ -154,7 +154,7 @@ class RunDispatcher:
         fired = []
         for record in await self._store.agents.everywhere():
             schedule = record.profile.get("schedule")
-            if not schedule or record.profile.get("paused"):
+            if not schedule or record.profile.get("paused") or record.paused_at is not None:
                 continue
             tick = due_tick(str(schedule["cron"]), now)
             if tick is None or (record.org_id, record.handle, tick) in self._skipped:
@@ -186,7 +186,7 @@ class RunDispatcher:
         room = self.per_worker - len(self._mine)
         if room <= 0:
             return []
-        queued = await self._store.runs.queued(limit=100)
+        queued = await self._held_back(await self._store.runs.queued(limit=100))
         if not queued:
             return []
         running = await self._store.runs.running_counts()
@@ -195,6 +195,18 @@ class RunDispatcher:
             if await self.claim_and_start(run) is not None:
                 started.append(run.id)
         return started
+
+    async def _held_back(self, queued: list[RunRecord]) -> list[RunRecord]:
+        """``queued`` without the runs of paused agents: they wait, queued, for a resume
+        (or a cancel); runs already started are never stopped by a pause."""
+        if not queued:
+            return queued
+        paused = {
+            (record.org_id, record.handle)
+            for record in await self._store.agents.everywhere()
+            if record.paused_at is not None or record.profile.get("paused")
+        }
+        return [run for run in queued if (run.org_id, run.agent) not in paused]
 
     async def claim_and_start(self, run: RunRecord) -> str | None:
         """Claim ``run`` and start its turn here; the turn's id, or ``None`` when another
@@ -207,7 +219,7 @@ class RunDispatcher:
 
     async def _launch(self, run: RunRecord, turn_id: str) -> None:
         agent = await self._agents.at_version(run.org_id, run.agent, run.agent_version)
-        setup = self._agents.setup(agent)
+        setup = self._agents.setup(agent, background=True)
         models = await self._models.resolve_offered(
             org_id=run.org_id, requested=None, roles=setup.specs
         )
@@ -216,7 +228,7 @@ class RunDispatcher:
             session_id=run.session_id, org_id=run.org_id, user_id=run.user_id, role=role,
             text=run_message(run.task, run.context), models=models,
             trace_id=uuid.uuid4().hex, kit=setup.kit, agent=(agent.handle, agent.version),
-            turn_id=turn_id,
+            turn_id=turn_id, background=True,
         )  # fmt: skip
         self._mine.add(turn_id)
         _log.info("run.started", run_id=run.id, turn_id=turn_id, agent=run.agent)

@@ -8,13 +8,22 @@ on ``Base``, refers to ``OrgRow`` and stamps times with ``utcnow``.
 """
 
 from store import _usage_models as _usage_models  # registers the daily roll-ups
+from store._agent_costs import AgentCosts, DayUsage, FiredAlert
 from store._agents import AgentExistsError, AgentRecord, Agents
+from store._approvals import (
+    ApprovalMode,
+    ApprovalRecord,
+    Approvals,
+    ApprovalStatus,
+    Decision,
+)
 from store._audit import AuditEntry, AuditLog
 from store._hooks import AgentHooks
 from store._idempotency import IdempotencyClaim
 from store._leases import Claim
 from store._log import EventLog, SessionNotFoundError, StaleOwnerError, StoredEvent
 from store._models import Base, OrgRow, utcnow
+from store._notices import NOTICE_TYPES, NoticeRecord, Notices, NoticeType, notice_key
 from store._org_keys import OrgKeyInfo, OrgKeys, SecretsKeyError
 from store._rate_limits import TokenSpend
 from store._retention import PruneReport
@@ -23,21 +32,47 @@ from store._sessions import SessionRecord, TurnRecord, UsageRecord
 from store._spend import DaySpend, resets_at, utc_day
 from store._store import Store
 from store._tool_executions import ToolExecutionRecord, idempotency_key
+from store._webhook_rows import DELIVERIES_KEY
+from store._webhooks import (
+    AttemptRecord,
+    AttemptResult,
+    DeliveryRecord,
+    DueDelivery,
+    WebhookRecord,
+    Webhooks,
+)
 
 metadata = Base.metadata
 
 __all__ = [
+    "DELIVERIES_KEY",
+    "NOTICE_TYPES",
+    "AgentCosts",
     "AgentExistsError",
     "AgentHooks",
     "AgentRecord",
     "Agents",
+    "ApprovalMode",
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "Approvals",
+    "AttemptRecord",
+    "AttemptResult",
     "AuditEntry",
     "AuditLog",
     "Base",
     "Claim",
     "DaySpend",
+    "DayUsage",
+    "Decision",
+    "DeliveryRecord",
+    "DueDelivery",
     "EventLog",
+    "FiredAlert",
     "IdempotencyClaim",
+    "NoticeRecord",
+    "NoticeType",
+    "Notices",
     "OrgKeyInfo",
     "OrgKeys",
     "OrgRow",
@@ -55,8 +90,11 @@ __all__ = [
     "ToolExecutionRecord",
     "TurnRecord",
     "UsageRecord",
+    "WebhookRecord",
+    "Webhooks",
     "idempotency_key",
     "metadata",
+    "notice_key",
     "resets_at",
     "utc_day",
     "utcnow",

@@ -32,6 +32,9 @@ class AgentRow(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Paused outside the versioned profile (an auto-pause at the cost limit is no version).
+    paused_at: Mapped[datetime | None] = mapped_column(default=None)
+    paused_reason: Mapped[str | None] = mapped_column(String(32), default=None)
 
 
 class AgentVersionRow(Base):
@@ -59,6 +62,8 @@ class AgentRecord:
     profile: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    paused_at: datetime | None = None
+    paused_reason: str | None = None
 
 
 _CURRENT = (
@@ -68,6 +73,8 @@ _CURRENT = (
     AgentVersionRow.profile,
     AgentRow.created_at,
     AgentRow.updated_at,
+    AgentRow.paused_at,
+    AgentRow.paused_reason,
 )
 
 
@@ -128,9 +135,12 @@ class Agents:
         async with self._db.write() as conn:
             row = (
                 await conn.execute(
-                    select(AgentRow.deleted_at, AgentRow.created_at).where(
-                        AgentRow.org_id == org_id, AgentRow.handle == handle
-                    )
+                    select(
+                        AgentRow.deleted_at,
+                        AgentRow.created_at,
+                        AgentRow.paused_at,
+                        AgentRow.paused_reason,
+                    ).where(AgentRow.org_id == org_id, AgentRow.handle == handle)
                 )
             ).first()
             if create and row is not None and row.deleted_at is None:
@@ -143,6 +153,11 @@ class Agents:
                 )
             )  # fmt: skip
             created = now if row is None or row.deleted_at is not None else row.created_at
+            paused = (
+                (row.paused_at, row.paused_reason)  # a pause outlives a profile change
+                if row is not None and row.deleted_at is None
+                else (None, None)
+            )
             if row is None:
                 await conn.execute(
                     insert(AgentRow).values(
@@ -154,11 +169,18 @@ class Agents:
                 await conn.execute(
                     update(AgentRow)
                     .where(AgentRow.org_id == org_id, AgentRow.handle == handle)
-                    .values(version=version, created_at=created, updated_at=now, deleted_at=None)
+                    .values(
+                        version=version,
+                        created_at=created,
+                        updated_at=now,
+                        deleted_at=None,
+                        paused_at=paused[0],
+                        paused_reason=paused[1],
+                    )
                 )
         return AgentRecord(
             org_id=org_id, handle=handle, version=version, profile=profile,
-            created_at=created, updated_at=now,
+            created_at=created, updated_at=now, paused_at=paused[0], paused_reason=paused[1],
         )  # fmt: skip
 
     async def delete(self, org_id: str, handle: str) -> bool:

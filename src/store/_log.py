@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
 from store import _hot as hot
+from store._approvals import ApprovalRow
 from store._db import Database
 from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
 
@@ -178,6 +179,11 @@ class EventLog:
                 update(ToolExecutionRow)
                 .where(ToolExecutionRow.turn_id == turn_id, ToolExecutionRow.status == "pending")
                 .values(status=status, completed_at=utcnow())
+            )
+            await conn.execute(
+                update(ApprovalRow)
+                .where(ApprovalRow.turn_id == turn_id, ApprovalRow.status == "pending")
+                .values(status=status, resolved_at=utcnow())
             )
             done = Done(session_id=session_id, status=status)
             stored, _ = await conn.run_sync(_insert, session_id, [done], turn_id)

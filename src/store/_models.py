@@ -70,6 +70,7 @@ class SessionRow(Base):
     __table_args__ = (
         Index("ix_sessions_org_user_updated", "org_id", "user_id", "updated_at"),
         Index("ix_sessions_updated", "updated_at"),  # retention finds old sessions by it
+        Index("ix_sessions_org_agent", "org_id", "agent"),  # an agent's usage and costs
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)

@@ -2,9 +2,10 @@
 
 The log's rule is that events are never updated or deleted *within* a session; retention
 is the one exception, and it only ever removes a session together with everything that
-hangs off it (events, turns, tool executions, usage rows), so no log is left partial. A
-session is kept while one of its turns is ``running`` or ``suspended`` (a suspended turn
-still waits for the user's answer). Audit rows (``audit_log``) record changes to org
+hangs off it (events, turns, tool executions, usage rows, approvals), so no log is left
+partial. A session is kept while one of its turns is ``running`` or ``suspended`` (a
+suspended turn still waits for the user's answer) or one of its calls waits in the
+approval inbox. Audit rows (``audit_log``) record changes to org
 data, not session data, and stay.
 """
 
@@ -18,6 +19,7 @@ from typing import Any, Final
 from sqlalchemy import ColumnElement, Select, delete, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from store._approvals import ApprovalRow
 from store._db import Database
 from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, UsageRow
 
@@ -29,6 +31,7 @@ _CHILDREN: Final = (
     ("events", EventRow),
     ("tool_executions", ToolExecutionRow),
     ("usage", UsageRow),
+    ("approvals", ApprovalRow),
     ("turns", TurnRow),
 )
 
@@ -48,6 +51,7 @@ class PruneReport:
     turns: int = 0
     tool_executions: int = 0
     usage: int = 0
+    approvals: int = 0
     kept_waiting: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,7 +61,15 @@ class PruneReport:
 
 
 def _waiting_turn() -> ColumnElement[bool]:
-    return exists().where(TurnRow.session_id == SessionRow.id, TurnRow.status.in_(WAITING_STATUSES))
+    """A turn of the session still runs or waits, or one of its calls waits in the approval
+    inbox (or was approved and has not run yet): its outcome is still to be logged."""
+    turn = exists().where(TurnRow.session_id == SessionRow.id, TurnRow.status.in_(WAITING_STATUSES))
+    approval = exists().where(
+        ApprovalRow.session_id == SessionRow.id,
+        (ApprovalRow.status == "pending")
+        | ((ApprovalRow.status == "approved") & ApprovalRow.finished_at.is_(None)),
+    )
+    return turn | approval
 
 
 def _prunable(before: datetime) -> tuple[ColumnElement[bool], ...]:

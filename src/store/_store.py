@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
+from store._agent_costs import AgentCosts
 from store._agents import Agents
+from store._approvals import Approvals
 from store._audit import AuditLog
 from store._db import Database
 from store._hooks import AgentHooks
 from store._idempotency import IdempotencyKeys
 from store._leases import Leases
 from store._log import EventLog, LogNotifier
+from store._notices import Notices
 from store._notify import PgListener
 from store._org_keys import OrgKeys, SecretBox
 from store._rate_limits import RateLimits
@@ -19,6 +22,7 @@ from store._runs import Runs
 from store._sessions import Sessions
 from store._spend import Spend
 from store._tool_executions import ToolExecutions
+from store._webhooks import Webhooks
 
 POLL_S = 1.0
 """How often a log reader re-reads on PostgreSQL, in case a wake-up was missed."""
@@ -44,7 +48,11 @@ class Store:
         self.retention = Retention(self.db)
         self.audit = AuditLog(self.db)
         self.agents = Agents(self.db)
+        self.agent_costs = AgentCosts(self.db)
         self.runs = Runs(self.db)
+        self.notices = Notices(self.db, self.log.notifier)  # wakes like the log
+        self.webhooks = Webhooks(self.db, box)
+        self.approvals = Approvals(self.db)
 
     @property
     def dialect(self) -> str:

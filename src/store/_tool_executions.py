@@ -25,6 +25,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from store import _hot as hot
+from store._approvals import ApprovalRow
 from store._db import Database
 from store._models import ToolExecutionRow, utcnow
 
@@ -32,7 +33,8 @@ ExecutionStatus = Literal[
     "pending", "approved", "succeeded", "failed", "rejected_by_user", "expired", "superseded"
 ]
 Finished = Literal["succeeded", "failed"]
-Resolution = Literal["approved", "rejected_by_user", "succeeded"]
+Resolution = Literal["approved", "rejected_by_user", "succeeded", "expired"]
+_DECISIONS = {"approved": "approved", "rejected_by_user": "rejected", "expired": "expired"}
 _RUNNABLE = ("pending", "approved")
 
 _COLUMNS = (
@@ -312,13 +314,15 @@ class ToolExecutions:
         status: Resolution,
         output: Any = None,
         error: dict[str, Any] | None = None,
+        by: str | None = None,
     ) -> bool:
         """Record a human's answer to a ``pending`` call of ``turn_id`` in ``session_id``
         (the turn that asked; the session is the one the user addressed): ``approved`` (it
         runs when the turn resumes), ``rejected_by_user`` (with ``error``) or, for a picker,
         ``succeeded`` with the pick as ``output``. Only a pending row changes, in one
         conditional update, so of two concurrent answers exactly one wins: returns whether
-        this one did."""
+        this one did. The call's approval in the inbox (if any) is answered with it, ``by``
+        that user."""
         done = status != "approved"
         async with self._db.write() as conn:
             result = await conn.execute(
@@ -336,7 +340,18 @@ class ToolExecutions:
                 )
                 .returning(ToolExecutionRow.tool_use_id)
             )
-            return result.first() is not None
+            won = result.first() is not None
+            if won and status in _DECISIONS:  # a pick is not an approval
+                await conn.execute(
+                    update(ApprovalRow)
+                    .where(
+                        ApprovalRow.turn_id == turn_id,
+                        ApprovalRow.tool_use_id == tool_use_id,
+                        ApprovalRow.status == "pending",
+                    )
+                    .values(status=_DECISIONS[status], resolved_at=utcnow(), resolved_by=by)
+                )
+            return won
 
     async def mark_undone(self, tool_use_id: str, *, turn_id: str, undone_by: str) -> bool:
         """Link a succeeded, undoable execution to the execution (of its turn) that undid

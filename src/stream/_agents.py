@@ -8,14 +8,25 @@ its first problem (``tool_blocked``, ``unknown_tool``, ``model_not_allowed``).
 from __future__ import annotations
 
 import re
+from datetime import datetime
+from typing import Annotated
 
 from litestar import delete, get, post, put
 from litestar.params import FromPath, JSONBody
+from pydantic import BaseModel, Field
 
-from fleet import HANDLE_PATTERN, Agent, AgentNotFoundError, AgentProfile, ProfileError
-from store import AgentExistsError
+from fleet import (
+    HANDLE_PATTERN,
+    Agent,
+    AgentNotFoundError,
+    AgentProfile,
+    AgentUsage,
+    ProfileError,
+)
+from store import AgentExistsError, DayUsage
 from stream._api import AgentCreate, AgentIn, AgentOut, AuthedRequest, Services, ServicesDep
 from stream._auth import Principal
+from stream._bounds import int_query
 from stream._errors import ApiError
 
 _MANAGERS = ("owner", "staff")
@@ -42,6 +53,8 @@ def _out(agent: Agent) -> AgentOut:
         version=agent.version,
         created_at=agent.created_at,
         updated_at=agent.updated_at,
+        paused_at=agent.paused_at,
+        paused_reason=agent.paused_reason,
     )
 
 
@@ -110,3 +123,107 @@ async def delete_agent(
         raise ApiError(409, exc.code, exc.message) from None
     except AgentNotFoundError as exc:
         raise ApiError(404, "not_found", str(exc)) from None
+
+
+@post(
+    "/v1/agents/{handle:str}/resume", summary="Unpause an agent (owner or staff)", status_code=200
+)
+async def resume_agent(
+    handle: FromPath[str], request: AuthedRequest, services: ServicesDep
+) -> AgentOut:
+    """Clears the server's pause (its cost limit's) and a profile's ``paused: true`` (by
+    saving the next version with ``paused: false``). Publishes no notice."""
+    principal = request.user
+    require_manager(principal)
+    try:
+        agent = await services.costs.resume(principal.org_id, handle, by=principal.user_id)
+    except AgentNotFoundError as exc:
+        raise ApiError(404, "not_found", str(exc)) from None
+    except ProfileError as exc:
+        raise ApiError(422, exc.code, exc.message) from None
+    return _out(agent)
+
+
+class UsageDay(BaseModel):
+    day: str = Field(description="A UTC day (YYYY-MM-DD), or the month (YYYY-MM) for totals.")
+    calls: int = Field(description="Model calls.")
+    input_tokens: int
+    output_tokens: int
+    cost_usd_micros: int
+
+
+class CostAlertOut(BaseModel):
+    threshold_usd: float
+    spent_usd: float = Field(description="The period's spend when it fired.")
+    fired_at: datetime
+
+
+class UsageRun(BaseModel):
+    run_id: str
+    status: str
+    created_at: datetime
+    steps: int
+    tool_calls: int
+    cost_usd_micros: int
+
+
+class AgentUsageOut(BaseModel):
+    agent: str
+    days: list[UsageDay] = Field(description="Per UTC day, oldest first, days without calls as 0.")
+    today: UsageDay
+    month: UsageDay = Field(description="This UTC month so far.")
+    period: str = Field(description="What the thresholds and the limit count: day or month.")
+    period_key: str = Field(description="The current period: YYYY-MM-DD or YYYY-MM.")
+    period_spent_usd: float
+    alert_thresholds_usd: list[float]
+    limit_usd: float | None
+    alerts: list[CostAlertOut] = Field(description="The thresholds crossed this period.")
+    paused: bool = Field(description="Paused by its profile or by the server.")
+    paused_at: datetime | None
+    paused_reason: str | None
+    runs: list[UsageRun] = Field(description="The most recent runs with their figures.")
+
+
+def _day(day: DayUsage) -> UsageDay:
+    return UsageDay(
+        day=day.day, calls=day.calls, input_tokens=day.input_tokens,
+        output_tokens=day.output_tokens, cost_usd_micros=day.cost_usd_micros,
+    )  # fmt: skip
+
+
+def _usage_out(usage: AgentUsage) -> AgentUsageOut:
+    agent, cost = usage.agent, usage.agent.profile.cost
+    return AgentUsageOut(
+        agent=agent.handle, days=[_day(d) for d in usage.days], today=_day(usage.today),
+        month=_day(usage.month), period=usage.period.kind, period_key=usage.period.key,
+        period_spent_usd=round(usage.period_spent_usd_micros / 1_000_000, 6),
+        alert_thresholds_usd=cost.alert_thresholds_usd, limit_usd=cost.limit_usd,
+        alerts=[
+            CostAlertOut(threshold_usd=a.threshold_usd_micros / 1_000_000,
+                         spent_usd=a.spent_usd_micros / 1_000_000, fired_at=a.fired_at)
+            for a in usage.alerts
+        ],
+        paused=agent.paused, paused_at=agent.paused_at, paused_reason=agent.paused_reason,
+        runs=[
+            UsageRun(run_id=run.id, status=run.status, created_at=run.created_at,
+                     steps=f.steps, tool_calls=f.tool_calls, cost_usd_micros=f.cost_usd_micros)
+            for run, f in usage.runs
+        ],
+    )  # fmt: skip
+
+
+@get("/v1/agents/{handle:str}/usage", summary="An agent's model usage and costs (owner or staff)")
+async def agent_usage(
+    handle: FromPath[str],
+    request: AuthedRequest,
+    services: ServicesDep,
+    days: Annotated[int, int_query(ge=1, le=92, description="Days in the series (UTC).")] = 14,
+) -> AgentUsageOut:
+    principal = request.user
+    if principal.role not in _MANAGERS:
+        raise ApiError(403, "forbidden", "Only owner or staff may read an agent's costs")
+    try:
+        usage = await services.costs.usage(principal.org_id, handle, days)
+    except AgentNotFoundError as exc:
+        raise ApiError(404, "not_found", str(exc)) from None
+    return _usage_out(usage)

@@ -12,7 +12,14 @@ from litestar import Request
 from litestar.di import NamedDependency
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleet import HANDLE_PATTERN, AgentDirectory, AgentProfile, RunDispatcher
+from fleet import (
+    HANDLE_PATTERN,
+    AgentDirectory,
+    AgentProfile,
+    ApprovalDesk,
+    CostGuard,
+    RunDispatcher,
+)
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import UUID_PATTERN, MessageText
@@ -38,6 +45,12 @@ class StreamConfig:
     """Model tokens per user in the last minute above which no new turn starts; 0: none."""
     metrics: bool = False
     """Serve ``GET /metrics`` (unauthenticated: keep it on a private network); else 404."""
+    webhook_retry_s: tuple[float, ...] = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
+    """Seconds before each retry of a failed webhook delivery; then it is failed."""
+    webhook_timeout_s: float = 10.0
+    """How long one webhook delivery attempt may take."""
+    webhook_deliveries: bool = True
+    """Whether this process sends webhook deliveries (other workers may, if it does not)."""
 
 
 class SessionLocks:
@@ -63,6 +76,8 @@ class Services:
     kit: TurnKit
     agents: AgentDirectory
     runs: RunDispatcher
+    costs: CostGuard
+    approvals: ApprovalDesk
     locks: SessionLocks = field(default_factory=SessionLocks)
 
 
@@ -203,6 +218,12 @@ class AgentOut(AgentProfile):
     version: int = Field(description="The profile's version; 0: the built-in default.")
     created_at: datetime | None
     updated_at: datetime | None
+    paused_at: datetime | None = Field(
+        default=None, description="When the server paused it (its cost limit); null: not."
+    )
+    paused_reason: str | None = Field(
+        default=None, description="Why the server paused it: cost_limit; null: not paused."
+    )
 
 
 class HookOut(BaseModel):

@@ -13,15 +13,25 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 
-from fleet import AgentDirectory, AgentPolicy, RunDispatcher, default_policy, default_profile
+from fleet import (
+    AgentDirectory,
+    AgentPolicy,
+    ApprovalDesk,
+    CostGuard,
+    RunDispatcher,
+    default_policy,
+    default_profile,
+)
 from store import Store
 from stream import (
     _actions,
     _agents,
+    _approvals,
     _budget,
     _hooks,
     _keys,
     _metrics,
+    _notices,
     _plan,
     _resolve,
     _routes,
@@ -32,6 +42,7 @@ from stream import (
 from stream._api import Services, StreamConfig
 from stream._auth import BearerAuthMiddleware
 from stream._bounds import check_bounds
+from stream._deliveries import DeliveryWorker
 from stream._errors import EXCEPTION_HANDLERS
 from stream._openapi import BodySchemaPlugin, document
 from turn import Keeper, ModelResolver, TurnKit, TurnModels, TurnRunner
@@ -57,17 +68,28 @@ ROUTES = [
     _agents.get_agent,
     _agents.put_agent,
     _agents.delete_agent,
+    _agents.resume_agent,
+    _agents.agent_usage,
     _runs.create_run,
     _runs.list_runs,
     _runs.run_detail,
     _runs.run_stream,
     _runs.cancel_run,
+    _approvals.list_approvals,
+    _approvals.approval_detail,
+    _approvals.approve,
+    _approvals.reject,
     _hooks.make_hook,
     _hooks.delete_hook,
     _hooks.receive_hook,
     _keys.list_org_keys,
     _keys.put_org_key,
     _keys.delete_org_key,
+    _notices.events_stream,
+    _notices.create_webhook,
+    _notices.list_webhooks,
+    _notices.delete_webhook,
+    _notices.webhook_deliveries,
     _web.web_page,
     _web.web_asset,
 ]
@@ -75,7 +97,7 @@ ROUTES = [
 
 def profile_choices(policy: AgentPolicy) -> dict[str, dict[str, Any]]:
     """What an agent profile may name on this server, for its OpenAPI schema: the tools and
-    routers (``tools``, ``approvals``) and the model specs (per role)."""
+    routers (``tools``, ``approvals``, ``approval_modes``) and the model specs (per role)."""
     names = policy.tools.names()
     granted = sorted({*names, *(f"{n.split('.', 1)[0]}.*" for n in names)})
     tool_list = {"type": "array", "maxItems": 200, "items": {"enum": granted}} if granted else {
@@ -85,6 +107,12 @@ def profile_choices(policy: AgentPolicy) -> dict[str, dict[str, Any]]:
     return {
         "tools": {"anyOf": [tool_list, {"type": "null"}]},
         "approvals": tool_list,
+        "approval_modes": {
+            "type": "object",
+            "maxProperties": 200,
+            "propertyNames": {"enum": granted},
+            "additionalProperties": {"enum": ["suspend", "defer"]},
+        },
         **{role: specs for role in ("planner", "executor", "merger", "summariser")},
     }
 
@@ -105,16 +133,21 @@ def create_app(
     directory = AgentDirectory(
         store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit)
     )
+    costs = CostGuard(store, directory)  # told when any turn ends: alerts, pause, notices
     runner = TurnRunner(
         store, turn_timeout_s=config.turn_timeout_s, kit=kit, lease_s=config.lease_s,
-        setups=directory.setups(resolver),
+        setups=directory.setups(resolver), ended=costs.turn_ended,
     )  # fmt: skip
     runs = RunDispatcher(store, directory, runner, resolver)
+    approvals = ApprovalDesk(store, directory)
     services = Services(
         store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory,
-        runs=runs,
+        runs=runs, costs=costs, approvals=approvals,
     )  # fmt: skip
     keeper = Keeper(store, runner, resolver, pending_ttl_s=config.pending_ttl_s)
+    deliveries = DeliveryWorker(
+        store, retry_s=config.webhook_retry_s, timeout_s=config.webhook_timeout_s
+    )
 
     async def on_startup() -> None:
         for hook in startup:
@@ -122,9 +155,14 @@ def create_app(
         store.listen()  # other workers' appends wake this process's streams (PostgreSQL)
         keeper.start()  # renews this worker's leases, takes over dead workers' turns
         runs.start()  # claims queued background runs
+        approvals.start()  # expires unanswered approvals, runs approved ones left behind
+        if config.webhook_deliveries:
+            deliveries.start()  # sends outbound webhooks
 
     async def on_shutdown() -> None:
+        await deliveries.stop()
         await runs.stop()
+        await approvals.stop()
         await keeper.stop()
         await runner.shutdown(config.shutdown_grace_s)
         await store.close()

@@ -38,6 +38,7 @@ PATH_IDS: dict[str, tuple[str, str]] = {
     "session_id": (UUID_PATTERN, "a session id (a UUID)"),
     "tool_use_id": (TOOL_USE_ID_PATTERN, "a tool use id (1-64 printable ASCII characters)"),
     "run_id": (RUN_ID_PATTERN, "a run id (run_ and 32 hex digits)"),
+    "webhook_id": (r"^wh_[0-9a-f]{32}$", "a webhook id (wh_ and 32 hex digits)"),
 }
 """Path parameters by name: the pattern they must match on every route, and what they are."""
 

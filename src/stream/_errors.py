@@ -40,6 +40,8 @@ ErrorCode = Literal[
     "tool_superseded",
     "tool_expired",
     "invalid_pick",
+    "already_answered",
+    "expired",
     "agent_exists",
     "agent_mismatch",
     "agent_paused",
@@ -49,6 +51,8 @@ ErrorCode = Literal[
     "invalid_schedule",
     "unknown_tool",
     "model_not_allowed",
+    "invalid_webhook_url",
+    "invalid_webhook_secret",
     "internal",
 ]
 _log = structlog.get_logger("bosun.http")

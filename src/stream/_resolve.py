@@ -22,9 +22,10 @@ from executors import PendingCall, PlanSuspended, restore
 from planner import Plan
 from store import Store, TurnRecord
 from stream._api import AuthedRequest, Services, ServicesDep
+from stream._auth import Principal
 from stream._errors import ApiError
 from stream._routes import session_for, sse_stream
-from tools import rejection
+from tools import approval_notice, rejection
 
 
 class ConfirmIn(BaseModel):
@@ -104,7 +105,21 @@ async def _answer(
     tool_use_id: str,
     answer: ConfirmIn | PickIn,
 ) -> Stream:
-    principal = request.user
+    after, turn_id = await answer_call(services, request.user, session_id, tool_use_id, answer)
+    return sse_stream(services, session_id, after=after, turn_id=turn_id)
+
+
+async def answer_call(
+    services: Services,
+    principal: Principal,
+    session_id: str,
+    tool_use_id: str,
+    answer: ConfirmIn | PickIn,
+) -> tuple[int, str]:
+    """Record ``principal``'s answer to a call the session's suspended turn waits for,
+    and resume the turn once nothing else waits: where its stream goes on from (the log
+    position before the answer) and the turn's id. The inbox answers suspended calls so.
+    """
     record = await session_for(services, principal, session_id)
     store = services.store
     async with services.locks(record.id):
@@ -113,7 +128,8 @@ async def _answer(
         if waiting is None or call is None:
             raise await _not_waiting(store, record.id, tool_use_id)
         turn = waiting.turn
-        event = await _record(store, record.id, call, answer, turn_id=turn.id)
+        event = await _record(store, record.id, call, answer, turn_id=turn.id, by=principal)
+        await _announce(store, turn.id, call)
         still = [c.tool_use_id for c in waiting.asks if await _is_pending(store, c, turn.id)]
         if still:
             closing: list[Event] = [event, Done(session_id=record.id, status="suspended")]
@@ -133,7 +149,7 @@ async def _answer(
                 models=models,
                 suspended=(waiting.plan, waiting.paused),
             )
-    return sse_stream(services, record.id, after=stored[0].seq - 1, turn_id=turn.id)
+    return stored[0].seq - 1, turn.id
 
 
 async def _waiting(store: Store, session_id: str) -> _Waiting | None:
@@ -182,7 +198,13 @@ def _resolved(tool_use_id: str, status: str) -> ApiError:
 
 
 async def _record(
-    store: Store, session_id: str, call: PendingCall, answer: ConfirmIn | PickIn, *, turn_id: str
+    store: Store,
+    session_id: str,
+    call: PendingCall,
+    answer: ConfirmIn | PickIn,
+    *,
+    turn_id: str,
+    by: Principal,
 ) -> ToolResolved:
     """Record the answer on the call's row in the waiting turn (a 409 if it is not pending
     any more)."""
@@ -191,7 +213,11 @@ async def _record(
         case ConfirmIn(approved=True), "confirmation":
             decision = "approved"
             won = await store.tool_executions.resolve(
-                call.tool_use_id, turn_id=turn_id, session_id=session_id, status="approved"
+                call.tool_use_id,
+                turn_id=turn_id,
+                session_id=session_id,
+                status="approved",
+                by=by.user_id,
             )
         case ConfirmIn(approved=False), "confirmation":
             decision = "rejected"
@@ -201,6 +227,7 @@ async def _record(
                 session_id=session_id,
                 status="rejected_by_user",
                 error=rejection(call.tool).as_dict(),
+                by=by.user_id,
             )
         case PickIn(id=picked), "pick":
             chosen = next((c for c in call.candidates if c.id == picked), None)
@@ -229,6 +256,13 @@ async def _record(
         raise _resolved(call.tool_use_id, row.status if row is not None else "unknown")
     picked_id = answer.id if isinstance(answer, PickIn) else None
     return ToolResolved(tool_use_id=call.tool_use_id, decision=decision, picked_id=picked_id)
+
+
+async def _announce(store: Store, turn_id: str, call: PendingCall) -> None:
+    """Tell the org a confirmation in its inbox was answered (here or from the inbox)."""
+    approval = await store.approvals.for_call(turn_id, call.tool_use_id)
+    if approval is not None and call.needs == "confirmation":
+        await store.notices.publish(approval.org_id, "approval_resolved", approval_notice(approval))
 
 
 async def _is_pending(store: Store, call: PendingCall, turn_id: str) -> bool:

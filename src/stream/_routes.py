@@ -88,8 +88,8 @@ async def _pick_agent(
         )
     handle = session.agent if session is not None else asked
     agent = await agent_or_404(services, principal.org_id, handle)
-    if agent.profile.paused:
-        raise ApiError(409, "agent_paused", f"The agent {agent.handle!r} is paused")
+    if agent.paused:
+        raise ApiError(409, "agent_paused", agent.paused_message())
     return services.agents.setup(agent)
 
 

@@ -6,7 +6,15 @@ undo), and the demo toolset (``tools.demo``).
 
 from tools._executions import rejection
 from tools._registry import Inverse, ToolDef, ToolRegistry, UnknownToolError, UserRole
-from tools._runner import Capabilities, Needs, ToolCallRequest, ToolFailure, ToolOutcome, ToolRunner
+from tools._runner import (
+    Capabilities,
+    Needs,
+    ToolCallRequest,
+    ToolFailure,
+    ToolOutcome,
+    ToolRunner,
+    approval_notice,
+)
 from tools._runtime import ToolContext, ToolError, record_audit
 
 __all__ = [
@@ -23,6 +31,7 @@ __all__ = [
     "ToolRunner",
     "UnknownToolError",
     "UserRole",
+    "approval_notice",
     "record_audit",
     "rejection",
 ]

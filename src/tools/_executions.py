@@ -46,6 +46,7 @@ class ToolCallRequest:
     session_id: str
     turn_id: str
     step_id: str | None = None
+    purpose: str = ""  # what the call is for (its step's goal): shown to whoever approves it
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,7 +65,8 @@ class ToolFailure:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolOutcome:
     """What became of one call. ``needs`` is set when it must wait for a human (nothing
-    ran); otherwise ``ok`` with a JSON-ready ``output``, or an ``error``."""
+    ran); otherwise ``ok`` with a JSON-ready ``output``, or an ``error``. ``queued``: the
+    call was deferred to the approval inbox (nothing ran; ``output`` says so)."""
 
     tool_use_id: str
     tool: str  # the registry name (the name as called when no such tool exists)
@@ -74,6 +76,7 @@ class ToolOutcome:
     inverse_available: bool = False
     duration_ms: int = 0
     needs: Needs | None = None
+    queued: bool = False
 
     def as_result_text(self, *, limit: int = MAX_RESULT_CHARS) -> str:
         """Compact JSON for the ``tool_result`` the model sees: the output (``{"ok":true}``
@@ -300,12 +303,15 @@ def undo_id_of(tool_use_id: str) -> str:
 def logged(call: ToolCallRequest, outcome: ToolOutcome) -> ToolOutcome:
     """Log one outcome as ``tool.executed`` (names, ids, codes, timing: never input or
     output) and return it. ``router``/``action`` split the registry name at its first
-    dot; ``outcome`` is ``ok``, the error code, ``needs_confirmation`` or ``needs_pick``.
+    dot; ``outcome`` is ``ok``, the error code, ``needs_confirmation``, ``needs_pick`` or
+    ``queued_for_approval``.
     Inside a turn the trace, org and session ids come from structlog's context variables
     (bound by the turn); the stream layer counts these lines as tool metrics."""
     router, _, action = outcome.tool.partition(".")
     if outcome.needs is not None:
         result = f"needs_{outcome.needs}"
+    elif outcome.queued:
+        result = "queued_for_approval"
     elif outcome.error is not None:
         result = outcome.error.code
     else:

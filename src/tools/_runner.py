@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from store import Store, ToolExecutionRecord
+from store import ApprovalMode, ApprovalRecord, Store, ToolExecutionRecord
 from tools._executions import (
     MAX_RESULT_CHARS,
     Needs,
@@ -52,6 +52,8 @@ __all__ = [
 
 _CAPABILITY = re.compile(r"^[a-z][a-z0-9_]*\.(\*|[a-z][a-z0-9_]*)$")
 _DO_NOT_RETRY = "Tell the user you cannot do this here; do not retry"
+SUMMARY_CHARS = 500
+"""How much of a call's purpose an approval keeps, to show whoever answers it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,15 +63,23 @@ class Capabilities:
     Entries are tool names (``members.search``) or whole routers (``members.*``).
     ``allow=None`` allows every registered tool; ``blocked`` always wins over ``allow``.
     ``confirm``: tools whose calls wait for a human's approval even where the tool does
-    not ask for it (the profile's approval policy).
+    not ask for it (the profile's approval policy). How a call waits: ``defer``/``suspend``
+    name the tools that always do so, the rest wait the ``mode`` way (chats suspend,
+    background runs defer); an approval not answered within ``approval_ttl_s`` expires.
     """
 
     allow: frozenset[str] | None = None
     blocked: frozenset[str] = frozenset()
     confirm: frozenset[str] = frozenset()
+    defer: frozenset[str] = frozenset()
+    suspend: frozenset[str] = frozenset()
+    mode: ApprovalMode = "suspend"
+    approval_ttl_s: float = 86_400.0
 
     def __post_init__(self) -> None:
-        entries = (self.allow or frozenset()) | self.blocked | self.confirm
+        entries = (
+            (self.allow or frozenset()) | self.blocked | self.confirm | self.defer | self.suspend
+        )
         bad = sorted(e for e in entries if not _CAPABILITY.match(e))
         if bad:
             raise ValueError(
@@ -86,6 +96,16 @@ class Capabilities:
     def needs_approval(self, tool: ToolDef) -> bool:
         """Whether a call of ``tool`` waits for a human: the tool asks, or the profile does."""
         return tool.needs_confirmation or _names(tool.name, self.confirm)
+
+    def approval_mode(self, tool: ToolDef) -> ApprovalMode:
+        """How a call of ``tool`` waits for its approval: the turn ``suspend``s until a
+        person answers, or the call is ``defer``red (queued) and the turn goes on."""
+        for key in (tool.name, f"{tool.name.split('.', 1)[0]}.*"):  # the tool, then its router
+            if key in self.defer:
+                return "defer"
+            if key in self.suspend:
+                return "suspend"
+        return self.mode
 
     def shown(self, tool: ToolDef) -> ToolDef:
         """``tool`` as this profile uses it: marked ``confirm='always'`` where the profile's
@@ -132,6 +152,11 @@ class ToolRunner:
         (``unknown_tool``, ``forbidden``, ``tool_not_allowed``, ``invalid_input``)."""
         admitted = self._admit(call, role)
         return admitted if isinstance(admitted, ToolOutcome) else admitted[0]
+
+    def defers(self, tool: ToolDef) -> bool:
+        """Whether a call of ``tool`` needing approval is queued (``defer``) rather than
+        waited for: the step goes on instead of suspending."""
+        return self.capabilities.approval_mode(tool) == "defer"
 
     def _admit(
         self, call: ToolCallRequest, role: UserRole
@@ -198,6 +223,8 @@ class ToolRunner:
         # A recorded approval is bound to this exact call (``settled_outcome`` checked it).
         approved = approved or (existing is not None and existing.status == "approved")
         needs = _needs(tool, self.capabilities, approved=approved)
+        if needs == "confirmation":
+            return logged(call, await self._ask(tool, call, ctx))
         if needs is not None:
             pending = ToolOutcome(
                 tool_use_id=call.tool_use_id, tool=tool.name, ok=False, needs=needs
@@ -206,6 +233,27 @@ class ToolRunner:
         if existing is not None and existing.status == "failed":
             await executions.reopen(call.tool_use_id, turn_id=call.turn_id)
         return logged(call, await self._execute(tool, args, call, ctx))
+
+    async def _ask(self, tool: ToolDef, call: ToolCallRequest, ctx: ToolContext) -> ToolOutcome:
+        """Put the call in the org's approval inbox (once, however often the turn asks).
+        Suspended: the turn waits for the answer. Deferred: the model learns the call is
+        queued and the turn goes on; an approval runs it later (``fleet.ApprovalDesk``)."""
+        mode = self.capabilities.approval_mode(tool)
+        approval, created = await self.store.approvals.request(
+            ttl_s=self.capabilities.approval_ttl_s,
+            org_id=ctx.org_id, session_id=call.session_id, turn_id=call.turn_id,
+            tool_use_id=call.tool_use_id, tool=tool.name, input=to_jsonable_python(call.input),
+            summary=call.purpose[:SUMMARY_CHARS], mode=mode, user_id=ctx.user_id, role=ctx.role,
+        )  # fmt: skip
+        if created:
+            await self.store.notices.publish(
+                ctx.org_id, "approval_requested", approval_notice(approval)
+            )
+        if mode == "suspend":
+            return ToolOutcome(
+                tool_use_id=call.tool_use_id, tool=tool.name, ok=False, needs="confirmation"
+            )
+        return _queued(approval)
 
     async def _run_read(
         self, tool: ToolDef, args: BaseModel, call: ToolCallRequest, ctx: ToolContext
@@ -371,6 +419,37 @@ def _first_read(tool: ToolDef, call: ToolCallRequest, ctx: ToolContext, caps: Ca
         return False
     ctx.calls_run.add(call.tool_use_id)
     return tool.category == "read" and _needs(tool, caps, approved=False) is None
+
+
+def approval_notice(approval: ApprovalRecord) -> dict[str, Any]:
+    """What the org's notifications say of an approval (``approval_requested`` and
+    ``approval_resolved``)."""
+    return {
+        "approval_id": approval.id,
+        "agent": approval.agent,
+        "tool": approval.tool,
+        "mode": approval.mode,
+        "status": approval.status,
+        "session_id": approval.session_id,
+        "run_id": approval.run_id,
+        "summary": approval.summary,
+        "expires_at": approval.expires_at.isoformat(),
+    }
+
+
+def _queued(approval: ApprovalRecord) -> ToolOutcome:
+    """A deferred call's result: queued, not run; the model must not call it again."""
+    output = {
+        "status": "queued_for_approval",
+        "approval_id": approval.id,
+        "message": (
+            f"{approval.tool} needs a person's approval: it is queued and runs once they "
+            "approve it. Do not call it again; tell the user it waits for approval."
+        ),
+    }
+    return ToolOutcome(
+        tool_use_id=approval.tool_use_id, tool=approval.tool, ok=True, output=output, queued=True
+    )
 
 
 def _ms_since(started: float) -> int:

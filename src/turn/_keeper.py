@@ -85,6 +85,7 @@ class Keeper:
             if await self._store.log.close_unanswered(turn.session_id, turn.id, "expired"):
                 _log.info("turn.expired", turn_id=turn.id, session_id=turn.session_id)
                 ended.append(turn.id)
+                await self._runner.turn_ended({}, turn.id, "expired")
         return ended
 
     async def _take_over(self, claim: Claim) -> None:

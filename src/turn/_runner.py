@@ -74,6 +74,11 @@ TurnSetup = Callable[[Mapping[str, Any]], Awaitable[tuple[TurnKit, TurnRoleModel
 """The kit and models a recorded job runs with (its agent's version): for resumes and
 takeovers, which start from the job alone."""
 
+TurnEnded = Callable[[Mapping[str, Any], str, TurnStatus], Awaitable[None]]
+"""Told after a turn's task closed its log (its job, its id, its status: ``suspended``
+too): what the upper layers do then (an agent's costs, a run's notice). Its failure never
+touches the turn."""
+
 
 class TurnRunner:
     """Owns the running turn tasks of this process, each under a lease in the database."""
@@ -87,11 +92,13 @@ class TurnRunner:
         worker_id: str | None = None,
         lease_s: float = 15.0,
         setups: TurnSetup | None = None,
+        ended: TurnEnded | None = None,
     ) -> None:
         self._store = store
         self._turn_timeout_s = turn_timeout_s
         self._kit = kit or TurnKit()
         self.setups = setups
+        self.ended = ended
         self.worker_id = worker_id or new_worker_id()
         self.lease_s = lease_s
         self._tasks: dict[str, asyncio.Task[TurnStatus | None]] = {}
@@ -120,6 +127,7 @@ class TurnRunner:
         kit: TurnKit | None = None,
         agent: tuple[str, int] | None = None,
         turn_id: str | None = None,
+        background: bool = False,
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row says enough for another worker to take it over
@@ -129,6 +137,8 @@ class TurnRunner:
         await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
         job = _job(org_id, user_id, role, model_spec, agent)
+        if background:  # a run: a resume or takeover sets it up as one (approvals defer)
+            job["trigger"] = "run"
         turn = self._turn(
             session_id=session_id, turn_id=turn_id or str(uuid.uuid4()), trace_id=trace_id,
             job=job, opening=opening, models=models,
@@ -142,7 +152,7 @@ class TurnRunner:
             lease_until=self.lease_until(),
             job=job,
         )
-        return self._launch(replace(turn, epoch=epoch), kit)
+        return self._launch(replace(turn, epoch=epoch), kit, job)
 
     async def _supersede(self, session_id: str) -> None:
         """A new message makes the session's open questions moot: its suspended turns end
@@ -172,11 +182,12 @@ class TurnRunner:
         kit = None
         if job is not None and self.setups is not None:  # the models and kit it started with
             kit, models = await self.setups(job)
+        job = job or _job(org_id, user_id, role, None)
         resumed = self._turn(
             session_id=turn.session_id, turn_id=turn.id, trace_id=turn.trace_id,
-            job=job or _job(org_id, user_id, role, None), opening=opening, models=models,
+            job=job, opening=opening, models=models,
         )  # fmt: skip
-        return self._launch(replace(resumed, resume=suspended, epoch=epoch), kit)
+        return self._launch(replace(resumed, resume=suspended, epoch=epoch), kit, job)
 
     def take_over(
         self,
@@ -190,7 +201,7 @@ class TurnRunner:
             session_id=claim.session_id, turn_id=claim.turn_id, trace_id=claim.trace_id,
             job=claim.job or {}, opening=opening, models=models,
         )  # fmt: skip
-        return self._launch(replace(turn, takeover=True, epoch=claim.epoch), kit)
+        return self._launch(replace(turn, takeover=True, epoch=claim.epoch), kit, claim.job or {})
 
     def _turn(
         self,
@@ -229,20 +240,45 @@ class TurnRunner:
                 _log.warning("turn.lost_lease", turn_id=turn_id, worker_id=self.worker_id)
                 task.cancel()
 
-    def _launch(self, turn: Turn, kit: TurnKit | None = None) -> TurnHandle:
-        task = asyncio.create_task(self._owned(turn, kit or self._kit), name=f"turn-{turn.turn_id}")
+    def _launch(
+        self, turn: Turn, kit: TurnKit | None = None, job: Mapping[str, Any] | None = None
+    ) -> TurnHandle:
+        owned = self._owned(turn, kit or self._kit, job or {})
+        task = asyncio.create_task(owned, name=f"turn-{turn.turn_id}")
         self._tasks[turn.turn_id] = task
         self._sessions[turn.turn_id] = turn.session_id
         task.add_done_callback(lambda _: self._forget(turn.turn_id))
         return TurnHandle(session_id=turn.session_id, turn_id=turn.turn_id, trace_id=turn.trace_id)
 
-    async def _owned(self, turn: Turn, kit: TurnKit) -> TurnStatus | None:
-        """Run ``turn``; ``None`` when it turned out another worker owns it now."""
+    async def _owned(self, turn: Turn, kit: TurnKit, job: Mapping[str, Any]) -> TurnStatus | None:
+        """Run ``turn``; ``None`` when it turned out another worker owns it now. Once it
+        closed its log (cancelled too), the ``ended`` hook is told."""
+        status: TurnStatus | None = None
         try:
-            return await run_turn(self._store, turn, kit)
+            status = await run_turn(self._store, turn, kit)
+            return status
         except StaleOwnerError:
             _log.warning("turn.fenced", turn_id=turn.turn_id, worker_id=self.worker_id)
             return None
+        except asyncio.CancelledError:
+            status = "cancelled"
+            raise
+        finally:
+            if status is not None:
+                await asyncio.shield(self.turn_ended(job, turn.turn_id, status))
+
+    async def turn_ended(self, job: Mapping[str, Any], turn_id: str, status: TurnStatus) -> None:
+        """Tell the ``ended`` hook that a turn closed (also for turns closed without a task:
+        cancelled before they ran, expired); its failure is logged, never raised."""
+        if self.ended is None:
+            return
+        try:
+            await self.ended(job, turn_id, status)
+        except Exception as exc:
+            _log.error(
+                "turn.ended_hook_failed", turn_id=turn_id, error_type=type(exc).__name__,
+                exc_info=exc,
+            )  # fmt: skip
 
     def _forget(self, turn_id: str) -> None:
         self._tasks.pop(turn_id, None)
@@ -272,6 +308,7 @@ class TurnRunner:
             for turn_id, task in tasks.items():
                 if task.done() and turn_id in running:  # cancelled before its first step
                     await self._close_cancelled(running[turn_id])
+                    await self.turn_ended({}, turn_id, "cancelled")
         _log.info("turns.cancelled", session_id=session_id, turn_ids=list(tasks))
         return list(tasks)
 

@@ -116,6 +116,7 @@ async def test_0007_keys_tool_executions_by_turn_and_keeps_their_rows(db_url: st
                     {i["name"] for i in sa.inspect(c).get_indexes("tool_executions")},
                 )
             )
+        await upgrade(store, demo=False)  # today's code reads its rows at today's schema
         executions = store.tool_executions
         created = await executions.get("toolu_create", turn_id="turn_1")
         target = await executions.undo_target("toolu_create", session_id=session_id)

@@ -52,6 +52,9 @@ class FakeRunner:
     def check(self, call: ToolCallRequest, role: UserRole) -> ToolDef | ToolOutcome:
         return self._gates.check(call, role)
 
+    def defers(self, tool: ToolDef) -> bool:
+        return self._gates.defers(tool)
+
     async def run(
         self, call: ToolCallRequest, ctx: ToolContext, *, approved: bool = False
     ) -> ToolOutcome:

@@ -127,10 +127,12 @@ async def test_migrations_match_the_models(store: Store) -> None:
     async with store.db.write() as conn:
         tables = await conn.run_sync(check)
     assert tables == [
+        "agent_cost_alerts",
         "agent_hooks",
         "agent_versions",
         "agents",
         "alembic_version",
+        "approvals",
         "audit_log",
         "class_sessions",
         "daily_spend",
@@ -138,6 +140,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "events",
         "idempotency_keys",
         "members",
+        "notices",
         "org_api_keys",
         "orgs",
         "programs",
@@ -148,5 +151,8 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "tool_executions",
         "turns",
         "usage",
+        "webhook_attempts",
+        "webhook_deliveries",
+        "webhooks",
         "workouts",
     ]

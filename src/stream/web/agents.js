@@ -6,6 +6,8 @@ import { readFrames } from "./sse.js";
 import { h } from "./render.js";
 
 const POLL_MS = 1000;
+const COST_DAYS = 14;
+const PAUSE_TEXT = { cost_limit: "it reached its cost limit for the period" };
 const LIVE = new Set(["queued", "running"]);
 const STATUS_TEXT = {
   queued: "Queued",
@@ -25,6 +27,25 @@ function listOf(spec, items, text) {
 
 function when(iso) {
   return iso ? new Date(iso).toLocaleTimeString() : "";
+}
+
+function dollars(usd) {
+  return `$${usd.toFixed(4)}`;
+}
+
+/** Daily cost bars (oldest first), each as tall as its share of the dearest day. */
+function costBars(days) {
+  const top = Math.max(1, ...days.map((d) => d.cost_usd_micros));
+  return h(
+    "ol.cost-bars",
+    { "aria-label": `Cost per day, last ${days.length} days` },
+    ...days.map((d) => {
+      const cost = dollars(d.cost_usd_micros / 1e6);
+      const bar = h("span.cost-bar", { dataset: { day: d.day, micros: String(d.cost_usd_micros) } });
+      bar.style.height = `${Math.round((100 * d.cost_usd_micros) / top)}%`; // CSSOM: CSP-safe
+      return h("li", { title: `${d.day}: ${cost}`, "aria-label": `${d.day}: ${cost}` }, bar);
+    }),
+  );
 }
 
 export class AgentsView {
@@ -60,7 +81,7 @@ export class AgentsView {
     const { data, error } = await this.api("GET", "/v1/agents");
     const list = h("ul.agent-list", { role: "list" });
     for (const agent of data ?? []) {
-      const paused = agent.profile?.paused || agent.paused;
+      const paused = agent.paused || agent.paused_at;
       const button = h(
         "button.agent",
         { type: "button", dataset: { handle: agent.handle } },
@@ -107,13 +128,57 @@ export class AgentsView {
       await this.refreshRuns();
     });
     panel.replaceChildren(
+      h("section.agent-costs", { id: "agent-costs", "aria-label": "Costs" }),
       h("h3", { textContent: `@${handle}: runs` }),
       form,
       note,
       h("table.runs", {}, h("tbody", { id: "runs" })),
       h("section.run-detail", { id: "run-detail", "aria-label": "Run" }),
     );
+    await this.renderCosts(handle);
     await this.refreshRuns();
+  }
+
+  /** The agent's costs (owner and staff only: members see nothing here): the pause with
+   * a Resume button, the period's spend, daily bars and the alerts fired. */
+  async renderCosts(handle) {
+    const section = this.root.querySelector("#agent-costs");
+    if (!section) return;
+    const { data: usage } = await this.api("GET", `/v1/agents/${handle}/usage?days=${COST_DAYS}`);
+    if (!usage) {
+      section.replaceChildren();
+      return;
+    }
+    const limit = usage.limit_usd === null ? "no limit" : `limit ${dollars(usage.limit_usd)}`;
+    section.replaceChildren(
+      ...(usage.paused ? [this.pausedBanner(handle, usage)] : []),
+      h("p.cost-period", {
+        textContent: `This ${usage.period}: ${dollars(usage.period_spent_usd)} (${limit}) · today ${dollars(usage.today.cost_usd_micros / 1e6)}`,
+      }),
+      costBars(usage.days),
+      h("h5", { textContent: "Cost alerts this period" }),
+      listOf("ul.cost-alerts", usage.alerts, (a) =>
+        `${dollars(a.threshold_usd)} crossed at ${dollars(a.spent_usd)} · ${when(a.fired_at)}`),
+    );
+  }
+
+  pausedBanner(handle, usage) {
+    const why = PAUSE_TEXT[usage.paused_reason] ?? usage.paused_reason ?? "its profile says paused";
+    const resume = h("button.resume", { type: "button", textContent: "Resume" });
+    resume.addEventListener("click", async () => {
+      resume.disabled = true;
+      const { error } = await this.api("POST", `/v1/agents/${handle}/resume`);
+      const note = this.root.querySelector(".run-note");
+      if (note) note.textContent = error ? `${error.code}: ${error.message}` : "Resumed.";
+      await this.renderAgents();
+    });
+    return h(
+      "div.agent-paused",
+      { role: "status", dataset: { reason: usage.paused_reason ?? "profile" } },
+      h("strong", { textContent: "Paused" }),
+      h("span", { textContent: `: ${why}${usage.paused_at ? ` (since ${when(usage.paused_at)})` : ""}. ` }),
+      resume,
+    );
   }
 
   /** The agent's runs, refreshed every second while any of them is queued or running. */

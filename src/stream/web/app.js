@@ -5,11 +5,14 @@
 import { readFrames } from "./sse.js";
 import { ERROR_TEXT, Transcript, h } from "./render.js";
 import { AgentsView } from "./agents.js";
+import { ApprovalsView } from "./approvals.js";
 
 const TOKEN_KEY = "bosun.token";
 const WARN_PERCENT = 80;
 const RETRY_DELAYS_MS = [300, 600, 1200, 2500, 5000];
 const MAX_RETRIES = 20;
+const APPROVALS_POLL_MS = 5000;
+const MANAGERS = new Set(["owner", "staff"]);
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -33,6 +36,9 @@ const ui = {
   chat: $("chat"),
   agents: $("agents"),
   agentsToggle: $("agents-toggle"),
+  approvals: $("approvals"),
+  approvalsToggle: $("approvals-toggle"),
+  approvalsCount: $("approvals-count"),
 };
 
 const state = {
@@ -43,16 +49,59 @@ const state = {
   view: 0, // bumped on every session switch, so late answers for an old view are dropped
   reconnects: 0,
   loading: false, // a session's log is being read: a message now would land out of order
+  approvalsTimer: null, // the pending-approvals count's poll (owner and staff only)
 };
 
 const agentsView = new AgentsView(ui.agents, { api: (...args) => api(...args), headers: () => authHeaders() });
 
-/** Show the Agents view (its runs and their live statuses) or go back to the chat. */
-function showAgents(open) {
-  ui.agentsToggle.setAttribute("aria-pressed", String(open));
-  ui.chat.hidden = open;
-  if (open) agentsView.show();
-  else agentsView.hide();
+const approvalsView = new ApprovalsView(ui.approvals, {
+  api: (...args) => api(...args),
+  onCount: showApprovalCount,
+  openSession: (sessionId) => {
+    showView("chat");
+    openSession(sessionId);
+  },
+  openRun: async (agent, runId) => {
+    agentsView.agent = agent;
+    await showView("agents");
+    await agentsView.openRun(runId);
+  },
+});
+
+/** Show one view: the chat, Agents (its runs and their live statuses) or Approvals (the
+ * calls waiting for a person). Their toggles go back to the chat. */
+function showView(name) {
+  ui.chat.hidden = name !== "chat";
+  const views = [
+    ["agents", agentsView, ui.agentsToggle],
+    ["approvals", approvalsView, ui.approvalsToggle],
+  ];
+  let shown = null;
+  for (const [key, view, toggle] of views) {
+    toggle.setAttribute("aria-pressed", String(key === name));
+    if (key === name) shown = view.show();
+    else view.hide();
+  }
+  return shown;
+}
+
+function toggleView(name, toggle) {
+  return showView(toggle.getAttribute("aria-pressed") === "true" ? "chat" : name);
+}
+
+function showApprovalCount(pending) {
+  ui.approvalsCount.textContent = String(pending);
+  ui.approvalsCount.dataset.count = String(pending);
+}
+
+/** Keep the top bar's pending-approvals count fresh while an owner or staff is signed in. */
+function watchApprovals(on) {
+  clearInterval(state.approvalsTimer);
+  state.approvalsTimer = null;
+  ui.approvalsToggle.hidden = !on;
+  if (!on) return;
+  approvalsView.refreshCount();
+  state.approvalsTimer = setInterval(() => approvalsView.refreshCount(), APPROVALS_POLL_MS);
 }
 
 const transcript = new Transcript(ui.transcript, {
@@ -476,6 +525,7 @@ function signIn(token) {
   ui.login.hidden = true;
   ui.identity.hidden = false;
   ui.identityName.textContent = `${claims.sub} · ${claims.org} (${claims.role})`;
+  watchApprovals(MANAGERS.has(claims.role)); // the server says 403 to anyone else
   syncComposer();
   refreshSessions();
   refreshUsage();
@@ -485,7 +535,8 @@ function signIn(token) {
 
 /** Forget the token and everything shown with it; `error` says why (a refused token). */
 function signOut(error = null) {
-  showAgents(false);
+  showView("chat");
+  watchApprovals(false);
   newChat();
   state.token = null;
   state.blocked = null;
@@ -523,8 +574,9 @@ function wire() {
   });
   ui.tokenInput.addEventListener("input", () => ui.tokenInput.setCustomValidity(""));
   ui.signOut.addEventListener("click", () => signOut());
-  ui.agentsToggle.addEventListener("click", () =>
-    showAgents(ui.agentsToggle.getAttribute("aria-pressed") !== "true"),
+  ui.agentsToggle.addEventListener("click", () => toggleView("agents", ui.agentsToggle));
+  ui.approvalsToggle.addEventListener("click", () =>
+    toggleView("approvals", ui.approvalsToggle),
   );
   ui.composer.addEventListener("submit", (event) => {
     event.preventDefault();

@@ -226,6 +226,9 @@ export class Transcript {
       case "tool_resolved":
         this.#resolved(data, id);
         break;
+      case "approval_resolved":
+        this.#approvalResolved(data, id);
+        break;
       case "message_done":
         this.#messageDone(data);
         break;
@@ -358,6 +361,17 @@ export class Transcript {
     if (!card) return;
     if (card.undoId === data.tool_use_id) {
       this.#showUndo(card, data, id);
+      return;
+    }
+    if (data.ok && data.output?.status === "queued_for_approval") {
+      // A deferred call: recorded, not run (an `approval_resolved` says how it ended).
+      badge(card, "queued", "queued for approval");
+      card.append(
+        h("p.result.queued", {
+          textContent: "Queued for approval: it runs only once a person approves it.",
+          dataset: { eventId: id },
+        }),
+      );
       return;
     }
     badge(card, data.ok ? "ok" : "failed");
@@ -512,6 +526,41 @@ export class Transcript {
     badge(card, data.decision, data.decision);
     card.note.replaceChildren();
     card.note.before(h("p.ask-decision", { textContent: label, dataset: { eventId: id } }));
+  }
+
+  /** A queued call's approval ended (logged outside any turn): say so on its card. */
+  #approvalResolved(data, id) {
+    const card = this.tools.get(data.tool_use_id);
+    const failure = data.error?.code
+      ? `${data.error.code}${data.error.message ? `: ${data.error.message}` : ""}`
+      : "error";
+    const [status, label, text] = {
+      approved: data.ok
+        ? ["ok", "approved · ok", `Approved: ${data.tool} ran: ok`]
+        : ["failed", "approved · failed", `Approved: ${data.tool} ran: failed (${failure})`],
+      rejected: ["rejected", "rejected", `Rejected${data.reason ? `: ${data.reason}` : ", never ran"}`],
+      expired: ["expired", "expired", "Expired, never ran"],
+    }[data.decision] ?? [data.decision, data.decision, `Approval ${data.decision}`];
+    const note = h("p.note.approval-resolved", {
+      textContent: text,
+      dataset: { eventId: id, decision: data.decision },
+    });
+    if (!card) {
+      this.#turn().notes.append(note);
+      return;
+    }
+    badge(card, status, label);
+    card.append(note);
+    if (data.ok && data.output !== undefined && data.output !== null) {
+      card.append(
+        h(
+          "details.result",
+          {},
+          h("summary", { textContent: "Output" }),
+          h("pre.io", { textContent: json(data.output) }),
+        ),
+      );
+    }
   }
 
   #messageDone(data) {

@@ -1,0 +1,318 @@
+"""Outbound webhooks of an org and their delivery log.
+
+Secrets are encrypted at rest (``SecretBox``, like org keys and agent hooks) and leave the
+store only for the delivery worker that signs with them, and once, when made. Deliveries
+are claimed with a conditional update (``claim_due``): of several workers racing for one
+due delivery exactly one wins the attempt, and a worker that dies mid-attempt gives it
+back when its claim's lease runs out (the attempt is then made again: at least once).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store._db import Database
+from store._hooks import SECRET_PREFIX
+from store._models import utcnow
+from store._notices import NoticeRow
+from store._org_keys import SecretBox, SecretsKeyError
+from store._webhook_rows import AttemptRow, DeliveryRow, WebhookRow, new_id
+
+
+def new_secret() -> str:
+    """A Standard Webhooks secret: ``whsec_`` and 32 random bytes in base64."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookRecord:
+    id: str
+    org_id: str
+    url: str
+    event_types: list[str]
+    enabled: bool
+    created_by: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptRecord:
+    number: int
+    attempted_at: datetime
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryRecord:
+    id: str
+    webhook_id: str
+    notice_id: int
+    notice_type: str
+    status: str
+    next_attempt_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    attempts: list[AttemptRecord]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DueDelivery:
+    """A delivery this worker claimed: what to send, where, and as which attempt."""
+
+    id: str
+    claim: str
+    webhook_id: str
+    url: str
+    secret_enc: str
+    number: int
+    notice_id: int
+    notice_type: str
+    notice_data: dict[str, Any]
+    notice_created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """How one attempt went: an HTTP status, or the class of the error that stopped it."""
+
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+_WEBHOOK_COLUMNS = (
+    WebhookRow.id,
+    WebhookRow.org_id,
+    WebhookRow.url,
+    WebhookRow.event_types,
+    WebhookRow.enabled,
+    WebhookRow.created_by,
+    WebhookRow.created_at,
+)
+
+
+class Webhooks:
+    """Repository of the ``webhooks``, ``webhook_deliveries`` and ``webhook_attempts``."""
+
+    def __init__(self, db: Database, box: SecretBox | None) -> None:
+        self._db = db
+        self._box = box
+
+    def _require_box(self) -> SecretBox:
+        if self._box is None:
+            raise SecretsKeyError(
+                "Webhook secrets are stored encrypted: set BOSUN_SECRETS_KEY to add webhooks"
+            )
+        return self._box
+
+    async def create(
+        self, org_id: str, *, url: str, event_types: list[str], secret: str | None, by: str
+    ) -> tuple[WebhookRecord, str]:
+        """Add an endpoint; returns it and its secret (``secret`` or a new one), once."""
+        box = self._require_box()
+        secret = secret or new_secret()
+        record = WebhookRecord(
+            id=new_id("wh"),
+            org_id=org_id,
+            url=url,
+            event_types=event_types,
+            enabled=True,
+            created_by=by,
+            created_at=utcnow(),
+        )
+        values = {**asdict(record), "secret_enc": box.encrypt(secret)}
+        async with self._db.write() as conn:
+            await conn.execute(insert(WebhookRow).values(**values))
+        return record, secret
+
+    async def of_org(self, org_id: str) -> list[WebhookRecord]:
+        query = select(*_WEBHOOK_COLUMNS).where(WebhookRow.org_id == org_id)
+        async with self._db.read() as conn:
+            rows = (await conn.execute(query.order_by(WebhookRow.created_at))).all()
+        return [WebhookRecord(**r._asdict()) for r in rows]
+
+    async def get(self, org_id: str, webhook_id: str) -> WebhookRecord | None:
+        query = select(*_WEBHOOK_COLUMNS).where(
+            WebhookRow.org_id == org_id, WebhookRow.id == webhook_id
+        )
+        async with self._db.read() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else WebhookRecord(**row._asdict())
+
+    async def delete(self, org_id: str, webhook_id: str) -> bool:
+        """Remove an endpoint with its deliveries (pending ones are never sent)."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                delete(DeliveryRow).where(
+                    DeliveryRow.webhook_id == webhook_id, DeliveryRow.org_id == org_id
+                )
+            )
+            result = await conn.execute(
+                delete(WebhookRow)
+                .where(WebhookRow.org_id == org_id, WebhookRow.id == webhook_id)
+                .returning(WebhookRow.id)
+            )
+            return result.first() is not None
+
+    async def deliveries(
+        self, webhook_id: str, *, limit: int, before: int | None = None
+    ) -> list[DeliveryRecord]:
+        """The endpoint's deliveries, newest notice first (``before``: notice ids below)."""
+        query = select(DeliveryRow).where(DeliveryRow.webhook_id == webhook_id)
+        if before is not None:
+            query = query.where(DeliveryRow.notice_id < before)
+        query = query.order_by(DeliveryRow.notice_id.desc()).limit(limit)
+        async with self._db.read() as conn:
+            rows = (await conn.execute(query)).all()
+            attempts = await _attempts_of(conn, [r.id for r in rows])
+        return [
+            DeliveryRecord(
+                id=r.id,
+                webhook_id=r.webhook_id,
+                notice_id=r.notice_id,
+                notice_type=r.notice_type,
+                status=r.status,
+                next_attempt_at=r.next_attempt_at,
+                created_at=r.created_at,
+                updated_at=r.updated_at,
+                attempts=attempts.get(r.id, []),
+            )
+            for r in rows
+        ]
+
+    def secret_of(self, due: DueDelivery) -> str:
+        """The plaintext secret to sign ``due`` with (``SecretsKeyError`` without a key)."""
+        return self._require_box().decrypt(due.secret_enc)
+
+    async def claim_due(self, *, lease_s: float, limit: int = 20) -> list[DueDelivery]:
+        """Claim up to ``limit`` due deliveries for one attempt each, held for ``lease_s``.
+
+        Each claim is an update conditional on the delivery still being due, so racing
+        workers (PostgreSQL re-checks the condition after the row lock) never both win."""
+        now = utcnow()
+        due = (DeliveryRow.status == "pending", DeliveryRow.next_attempt_at <= now)
+        async with self._db.write() as conn:
+            ids = (
+                await conn.scalars(
+                    select(DeliveryRow.id)
+                    .where(*due)
+                    .order_by(DeliveryRow.next_attempt_at)
+                    .limit(limit)
+                )
+            ).all()
+            won: dict[str, str] = {}
+            for delivery_id in ids:
+                token = secrets.token_hex(16)
+                result = await conn.execute(
+                    update(DeliveryRow)
+                    .where(DeliveryRow.id == delivery_id, *due)
+                    .values(
+                        claim=token,
+                        attempts=DeliveryRow.attempts + 1,
+                        next_attempt_at=now + timedelta(seconds=lease_s),
+                        updated_at=now,
+                    )
+                    .returning(DeliveryRow.id)
+                )
+                if result.first() is not None:
+                    won[delivery_id] = token
+            return await _due_records(conn, won) if won else []
+
+    async def finish(
+        self, due: DueDelivery, result: AttemptResult, *, retry_at: datetime | None
+    ) -> None:
+        """Record the attempt and settle the delivery: ``delivered``, due again at
+        ``retry_at``, or ``failed`` (no retry left). A claim that lapsed meanwhile (another
+        worker took the delivery over) still records its attempt, and changes nothing else."""
+        now = utcnow()
+        if result.ok:
+            settle: dict[str, Any] = {"status": "delivered", "next_attempt_at": None}
+        elif retry_at is not None:
+            settle = {"status": "pending", "next_attempt_at": retry_at}
+        else:
+            settle = {"status": "failed", "next_attempt_at": None}
+        async with self._db.write() as conn:
+            await conn.execute(
+                insert(AttemptRow).values(
+                    delivery_id=due.id,
+                    number=due.number,
+                    attempted_at=now,
+                    status_code=result.status_code,
+                    error=result.error,
+                    duration_ms=result.duration_ms,
+                )
+            )
+            await conn.execute(
+                update(DeliveryRow)
+                .where(DeliveryRow.id == due.id, DeliveryRow.claim == due.claim)
+                .values(**settle, claim=None, updated_at=now)
+            )
+
+
+async def _attempts_of(conn: AsyncConnection, ids: list[str]) -> dict[str, list[AttemptRecord]]:
+    if not ids:
+        return {}
+    query = (
+        select(AttemptRow)
+        .where(AttemptRow.delivery_id.in_(ids))
+        .order_by(AttemptRow.delivery_id, AttemptRow.number, AttemptRow.id)
+    )
+    found: dict[str, list[AttemptRecord]] = {}
+    for a in (await conn.execute(query)).all():
+        found.setdefault(a.delivery_id, []).append(
+            AttemptRecord(
+                number=a.number,
+                attempted_at=a.attempted_at,
+                status_code=a.status_code,
+                error=a.error,
+                duration_ms=a.duration_ms,
+            )
+        )
+    return found
+
+
+async def _due_records(conn: AsyncConnection, won: dict[str, str]) -> list[DueDelivery]:
+    query = (
+        select(
+            DeliveryRow.id,
+            DeliveryRow.webhook_id,
+            DeliveryRow.attempts,
+            DeliveryRow.notice_id,
+            DeliveryRow.notice_type,
+            WebhookRow.url,
+            WebhookRow.secret_enc,
+            NoticeRow.data,
+            NoticeRow.created_at,
+        )
+        .join(WebhookRow, WebhookRow.id == DeliveryRow.webhook_id)
+        .join(NoticeRow, NoticeRow.id == DeliveryRow.notice_id)
+        .where(DeliveryRow.id.in_(list(won)))
+    )
+    return [
+        DueDelivery(
+            id=r.id,
+            claim=won[r.id],
+            webhook_id=r.webhook_id,
+            url=r.url,
+            secret_enc=r.secret_enc,
+            number=r.attempts,
+            notice_id=r.notice_id,
+            notice_type=r.notice_type,
+            notice_data=r.data,
+            notice_created_at=r.created_at,
+        )
+        for r in (await conn.execute(query)).all()
+    ]
