@@ -19,6 +19,9 @@ import httpx
 import pytest
 from cryptography.fernet import Fernet
 from standardwebhooks.webhooks import Webhook
+from test_agent_costs import make_agent, priced
+from test_agent_costs import notices as agent_notices
+from test_agent_costs import run as spend_run
 from test_approvals import CLEANER, models, run_to_end
 
 from bosun.settings import Settings
@@ -328,3 +331,31 @@ async def test_a_deferred_call_reaches_the_webhook_and_the_event_stream(db_url: 
     assert payload["type"] == "approval_requested" and data["run_id"] == run["run_id"]
     assert (data["tool"], data["agent"], data["mode"]) == ("workouts.delete", "cleaner", "defer")
     assert frame["event"] == "approval_requested" and frame["data"]["data"] == data
+
+
+async def test_cost_alerts_and_the_pause_reach_the_stream_and_the_webhook(db_url: str) -> None:
+    """The cost acceptance end to end: thresholds $0.001 / $0.002 and a limit of $0.003 on
+    a priced scripted model: two ``cost_alert``s then ``agent_paused``, on the org's event
+    stream and at its webhook receiver, in that order."""
+    kinds = ["cost_alert", "agent_paused"]
+    with receiver([]) as rx:
+        async with Server(settings_for(db_url, [0.05]), priced()) as server:
+            hook = await add_webhook(server, rx.url, event_types=kinds)
+            await make_agent(server)
+            async with server.client.stream(
+                "GET", "/v1/events/stream?after=0", headers=server.auth(**OWNER)
+            ) as stream:
+                for n in range(1, 4):  # 1200, 2400, 3600 micro-dollars
+                    await spend_run(server)
+                    await agent_notices(server, "run_finished", n)
+                got = [f for f in await frames(stream, 6) if f["event"] in kinds]
+            delivered = await asyncio.to_thread(rx.take, 3)
+            refused = await server.client.post(
+                "/v1/agents/spender/runs", json={"task": "More"}, headers=server.auth()
+            )
+
+    assert [f["event"] for f in got] == ["cost_alert", "cost_alert", "agent_paused"]
+    payloads = [Webhook(hook["secret"]).verify(body, headers) for body, headers in delivered]
+    assert [p["type"] for p in payloads] == ["cost_alert", "cost_alert", "agent_paused"]
+    assert [p["data"] for p in payloads] == [f["data"]["data"] for f in got]
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "agent_paused"
