@@ -145,14 +145,43 @@ def _turn_lines(number: int, turn: TurnBudget) -> list[str]:
         for c in turn.calls
         for cut in c.cuts
     ]
-    for s in turn.sources:
-        state = f"failed: {s.error}" if s.error else "truncated" if s.truncated else "whole"
-        lines.append(f"  source  {s.source}: {_n(s.tokens)} tokens, {state}")
+    lines += _source_lines(turn)
     for c in turn.compressed:
         size = f"{_n(c.summary_tokens)} tokens" if c.summary_tokens is not None else "not used yet"
         lines.append(f"  compressed  messages up to seq {c.up_to_seq} (summary {size})")
     lines += _grid(_usage_rows(turn.usage))
+    if turn.model_calls:
+        lines += _grid(_model_call_rows(turn))
     return lines
+
+
+def _source_lines(turn: TurnBudget) -> list[str]:
+    """Each loaded source (with its own budget, if it has one), then its own cuts."""
+    lines = []
+    for s in turn.sources:
+        state = f"failed: {s.error}" if s.error else "truncated" if s.truncated else "whole"
+        own = f" (own budget {_n(s.budget)})" if s.budget is not None else ""
+        lines.append(f"  source  {s.source}: {_n(s.tokens)} tokens{own}, {state}")
+        lines += [
+            f"  cut  source {s.source}: {cut.action} "
+            f"{_n(cut.tokens_before)} -> {_n(cut.tokens_after)}: {cut.detail}"
+            for cut in s.cuts
+        ]
+    return lines
+
+
+def _model_call_rows(turn: TurnBudget) -> list[list[str]]:
+    """One row per model call, in order, with its own cache-hit ratio."""
+    header = ["model call", "input", "output", "cache read", "cache write", "cache hit", "cost"]
+    rows = [header]
+    for number, call in enumerate(turn.model_calls, 1):
+        u = call.figures
+        rows.append([
+            f"{number} {call.role}", _n(u.input_tokens), _n(u.output_tokens),
+            _n(u.cache_read_tokens), _n(u.cache_write_tokens), _ratio(u.cache_hit_ratio),
+            _cost(u.cost_usd_micros),
+        ])  # fmt: skip
+    return rows
 
 
 def render_table(report: SessionBudgetReport) -> str:

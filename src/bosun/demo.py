@@ -10,12 +10,13 @@ from typing import Any
 
 from context import Source, SourceRegistry, SourceRequest
 from store import Store
-from tools.demo import profile, recent_activity, schedule
+from tools.demo import member_profile, profile, recent_activity, schedule
 
 SOURCE_DESCRIPTIONS = {
     "profile": "who is asking: the user, their role, the org and its size",
     "schedule": "upcoming class sessions (params: days_ahead, default 7)",
     "recent_activity": "recent changes: audit log, new workouts and tasks (params: days_back)",
+    "members.profile": "the member the user is (name, status, notes) and their units",
 }
 
 
@@ -32,6 +33,9 @@ def demo_sources(store: Store) -> SourceRegistry:
 
     async def fetch_profile(request: SourceRequest) -> dict[str, Any]:
         return await profile(store, request.org_id, request.user_id)
+
+    async def fetch_member(request: SourceRequest) -> dict[str, Any]:
+        return await member_profile(store, request.org_id, request.user_id)
 
     async def fetch_schedule(request: SourceRequest) -> dict[str, Any]:
         return await schedule(store, request.org_id, _int(request.params, "days_ahead", 7))
@@ -60,5 +64,28 @@ def demo_sources(store: Store) -> SourceRegistry:
                 fetch=fetch_recent,
                 estimate_tokens=400,
             ),
+            Source(
+                name="members.profile",
+                description=SOURCE_DESCRIPTIONS["members.profile"],
+                fetch=fetch_member,
+                format=_member_text,
+                estimate_tokens=80,
+                budget_tokens=150,
+                user_data=True,
+            ),
         ]
     )
+
+
+def _member_text(data: dict[str, Any]) -> str:
+    """Spec §4.4's plain lines: the member, then their units."""
+    units = data["units"]
+    lines = [f"Weight: {units['weight']}", f"Distance: {units['distance']}"]
+    member = data["member"]
+    if member is None:
+        return "\n".join(["Member: not on the studio's books", *lines])
+    name = f"{member['first_name']} {member['last_name']}"
+    head = [f"Member: {name} ({member['id']})", f"Status: {member['status']}"]
+    if member.get("notes"):
+        head.append(f"Notes: {member['notes']}")
+    return "\n".join([*head, *lines])

@@ -3,7 +3,9 @@
 A ``ToolRegistry`` holds ``ToolDef``s (usually declared with ``@registry.tool(...)``); a
 handler gets its validated pydantic input and a ``ToolContext`` (who calls, in which org),
 raises ``ToolError`` for failures the model should act on, and records audit rows with
-``record_audit``. See docs/tools.md.
+``record_audit``; a tool makes or revises versioned artifacts with ``create_artifact`` /
+``revise_artifact`` (their payload types declared with ``register_artifact_type``). See
+docs/tools.md.
 """
 
 from tools import (
@@ -13,7 +15,10 @@ from tools import (
     ToolError,
     ToolRegistry,
     UnknownToolError,
+    create_artifact,
     record_audit,
+    register_artifact_type,
+    revise_artifact,
 )
 
 __all__ = [
@@ -23,5 +28,8 @@ __all__ = [
     "ToolError",
     "ToolRegistry",
     "UnknownToolError",
+    "create_artifact",
     "record_audit",
+    "register_artifact_type",
+    "revise_artifact",
 ]

@@ -7,6 +7,7 @@ What a turn calls, in order: ``history`` (the model's view of the log) and
 See docs/context.md.
 """
 
+from context._artifact_text import artifact_text
 from context._budget import (
     EXECUTOR_BUDGET,
     MERGER_BUDGET,
@@ -28,6 +29,7 @@ from context._conversation import (
 from context._fit import afit_section, fit_section, fit_text
 from context._knowledge import covers, loads_from_log, loads_needed
 from context._layout import PromptParts, executor_request, layout_request, prefix_ratio
+from context._order import order_messages
 from context._report import BudgetReport, SectionUsage
 from context._sections import Cut, Item, SectionFill
 from context._session_report import (
@@ -50,12 +52,14 @@ from context._sources import (
 )
 from context._tokens import EncodingIntegrityError, TokenCounter
 from context._tools import fit_tools
+from context._user_data import PROFILE_SECTION, UserData, user_data_tag
 
 __all__ = [
     "EXECUTOR_BUDGET",
     "KEEP_LAST",
     "MERGER_BUDGET",
     "PLANNER_BUDGET",
+    "PROFILE_SECTION",
     "BudgetConfigError",
     "BudgetReport",
     "Budgets",
@@ -81,7 +85,9 @@ __all__ = [
     "UnknownSourceError",
     "UsageFigures",
     "UsageSummary",
+    "UserData",
     "afit_section",
+    "artifact_text",
     "compress_history",
     "conversation",
     "covers",
@@ -97,7 +103,9 @@ __all__ = [
     "loads_needed",
     "make_title",
     "needs_compression",
+    "order_messages",
     "prefix_ratio",
     "read_session_budget",
     "render_message",
+    "user_data_tag",
 ]

@@ -77,6 +77,17 @@ class RoleBudget:
             ),
         )
 
+    def with_section(self, name: str, tokens: int) -> RoleBudget:
+        """A copy with section ``name`` allocated ``tokens``, added before ``buffer`` when
+        the role lacks it. For code that fills the section (an agent's user-data block
+        in the executor's prompt), never for configuration, which only re-allocates."""
+        if name in self.names:
+            return self.with_tokens({name: tokens})
+        sections = list(self.sections)
+        at = self.names.index(BUFFER) if BUFFER in self.names else len(sections)
+        sections.insert(at, SectionBudget(name, tokens))
+        return replace(self, sections=tuple(sections))
+
 
 def _role(role: ModelRole, **sections: int) -> RoleBudget:
     return RoleBudget(role, tuple(SectionBudget(name, tokens) for name, tokens in sections.items()))

@@ -78,7 +78,7 @@ class HistoryFit:
 
 
 def _entries(
-    events: Iterable[StoredEvent], exclude_turn: str | None
+    events: Iterable[StoredEvent], exclude_turn: str | None, *, merge: bool = False
 ) -> tuple[list[HistoryEntry], StoredEvent | None]:
     turns: dict[str, _TurnText] = {}
     summary: StoredEvent | None = None
@@ -98,12 +98,25 @@ def _entries(
             turn.done_seq = stored.seq
     entries: list[HistoryEntry] = []
     for turn in turns.values():
-        if turn.user is not None:
+        if turn.user is not None and merge:
+            _add_user(entries, turn.user, turn.user_seq)
+        elif turn.user is not None:
             entries.append(HistoryEntry(message=Message.user(turn.user), seq=turn.user_seq))
         if turn.done_seq is not None:
             answer = Message.assistant("".join(turn.answer))
             entries.append(HistoryEntry(message=answer, seq=turn.done_seq))
     return entries, summary
+
+
+def _add_user(entries: list[HistoryEntry], text: str, seq: int) -> None:
+    """Append a user message; one right after another (the earlier turn got no answer)
+    is merged into it (spec §4.3), so the model sees alternating roles and both texts."""
+    last = entries[-1] if entries else None
+    if last is None or last.message.role != "user":
+        entries.append(HistoryEntry(message=Message.user(text), seq=seq))
+        return
+    merged = Message.user(f"{last.message.text}\n\n{text}")
+    entries[-1] = HistoryEntry(message=merged, seq=seq)
 
 
 def conversation(
@@ -122,8 +135,9 @@ def conversation(
 
 def history(events: Iterable[StoredEvent], *, exclude_turn: str | None = None) -> History:
     """The model's view of a session: the latest summary (if any) and the messages after
-    its ``up_to_seq``. Older summaries are superseded: each one folds in its predecessor."""
-    entries, summary = _entries(events, exclude_turn)
+    its ``up_to_seq``. Older summaries are superseded: each one folds in its predecessor.
+    Consecutive user messages (a turn that got no answer) are merged into one (§4.3)."""
+    entries, summary = _entries(events, exclude_turn, merge=True)
     if summary is None:
         return History(entries=tuple(entries))
     up_to = int(summary.data["up_to_seq"])

@@ -13,7 +13,10 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from context._report import BudgetReport
+from context._sections import Cut
 from store import Store, StoredEvent, TurnRecord
 
 USAGE_FIELDS = (
@@ -98,6 +101,24 @@ class SourceUsage:
     tokens: int
     truncated: bool
     error: str | None = None
+    budget: int | None = None  # the source's own budget, when it declares one
+    cuts: tuple[Cut, ...] = ()  # what fitting it into that budget cut
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "cuts": [asdict(cut) for cut in self.cuts]}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallUsage:
+    """One model call's provider-reported usage (the ``usage`` event's ``calls``), so the
+    report shows each call's cache-hit ratio, not only the turn's."""
+
+    role: str
+    model: str
+    figures: UsageFigures
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "model": self.model, **self.figures.to_dict()}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -111,6 +132,7 @@ class TurnBudget:
     usage: UsageSummary = field(default_factory=UsageSummary)
     compressed: tuple[Compression, ...] = ()
     sources: tuple[SourceUsage, ...] = ()
+    model_calls: tuple[CallUsage, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,7 +142,8 @@ class TurnBudget:
             "calls": [call.to_dict() for call in self.calls],
             "usage": self.usage.to_dict(),
             "compressed": [asdict(c) for c in self.compressed],
-            "sources": [asdict(s) for s in self.sources],
+            "sources": [s.to_dict() for s in self.sources],
+            "model_calls": [call.to_dict() for call in self.model_calls],
         }
 
 
@@ -150,6 +173,7 @@ class _TurnAcc:
     usage: UsageSummary = field(default_factory=UsageSummary)
     compressed: list[Compression] = field(default_factory=list)
     sources: list[SourceUsage] = field(default_factory=list)
+    model_calls: list[CallUsage] = field(default_factory=list)
     done: str | None = None
     first_at: datetime | None = None
 
@@ -199,24 +223,36 @@ def _fold(
                 for role, figures in data.get("by_role", {}).items()
             }
             turn.usage += UsageSummary(total=UsageFigures.from_mapping(data), by_role=by_role)
+            turn.model_calls += [
+                CallUsage(
+                    role=str(call["role"]),
+                    model=str(call.get("model", "")),
+                    figures=UsageFigures.from_mapping(call),
+                )
+                for call in data.get("calls") or ()
+            ]
         case "history_summarised":
             assert event.turn_id is not None
             turn.compressed.append(Compression(up_to_seq=int(data["up_to_seq"])))
             unsized[:] = [(event.turn_id, len(turn.compressed) - 1)]  # only the latest is read
         case "context_loaded":
-            error = data.get("error")
-            turn.sources.append(
-                SourceUsage(
-                    source=str(data["source"]),
-                    tokens=int(data["tokens"]),
-                    truncated=bool(data["truncated"]),
-                    error=None if error is None else str(error),
-                )
-            )
+            turn.sources.append(_source(data))
         case "done":
             turn.done = str(data["status"])
         case _:
             pass  # text, tools, plans and steps carry no budget figures
+
+
+def _source(data: Mapping[str, Any]) -> SourceUsage:
+    error, budget = data.get("error"), data.get("budget")
+    return SourceUsage(
+        source=str(data["source"]),
+        tokens=int(data["tokens"]),
+        truncated=bool(data["truncated"]),
+        error=None if error is None else str(error),
+        budget=None if budget is None else int(budget),
+        cuts=tuple(_CUTS.validate_python(data.get("cuts") or [])),
+    )
 
 
 def _measure_summaries(
@@ -247,6 +283,7 @@ def _turn(turn_id: str, acc: _TurnAcc, record: TurnRecord | None) -> TurnBudget:
         usage=acc.usage,
         compressed=tuple(acc.compressed),
         sources=tuple(acc.sources),
+        model_calls=tuple(acc.model_calls),
     )
 
 
@@ -255,6 +292,9 @@ def _iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+_CUTS: TypeAdapter[list[Cut]] = TypeAdapter(list[Cut])
 
 
 async def read_session_budget(store: Store, session_id: str) -> SessionBudgetReport:

@@ -12,14 +12,14 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 import structlog
 
-from context._fit import afit_section
-from context._sections import Item, SectionFill
+from context._fit import afit_section, fit_section
+from context._sections import Cut, Item, SectionFill
 from context._tokens import TokenCounter
 
 log = structlog.get_logger(__name__)
@@ -69,6 +69,12 @@ class Source:
     JSON); ``summarise`` gives the short form used when the context section is over
     budget; ``detail`` tells the model how to get the rest (e.g. "call get_schedule").
     ``estimate_tokens`` is a typical size, shown to the planner when it picks sources.
+    ``budget_tokens`` is the source's own budget: over it, the source alone is shown
+    summarised or cut (and the cut reported), so one large source cannot crowd out the
+    others of its section (``None``: only the section's budget applies). ``user_data``
+    makes it a per-user source: an agent declares it (its profile's ``user_data``) and
+    it fills the user-data block, fetched afresh on every model call, instead of being
+    picked by the planner.
     """
 
     name: str
@@ -78,6 +84,12 @@ class Source:
     summarise: Callable[[Any], str] | None = None
     estimate_tokens: int = 0
     detail: str = ""
+    budget_tokens: int | None = None
+    user_data: bool = False
+
+    def __post_init__(self) -> None:
+        if self.budget_tokens is not None and self.budget_tokens < 1:
+            raise ValueError(f"Source {self.name!r}: budget_tokens must be >= 1 or None")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,6 +105,8 @@ class SourceResult:
     text: str = ""
     error: str | None = None
     elapsed_ms: int = 0
+    budget: int | None = None  # the source's own budget, if it declares one
+    cuts: tuple[Cut, ...] = ()  # what fitting it into its own budget cut
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,13 +143,19 @@ class SourceRegistry:
             ) from None
 
     def names(self) -> list[str]:
-        return list(self._sources)
+        """The sources the planner may pick (per-user sources are not picked: declared)."""
+        return [s.name for s in self._sources.values() if not s.user_data]
+
+    def user_data_names(self) -> list[str]:
+        """The per-user sources an agent may declare for its user-data block."""
+        return [s.name for s in self._sources.values() if s.user_data]
 
     def describe(self) -> str:
         """One line per source for the planner prompt: name, typical size, description."""
         return "\n".join(
             f"- {s.name} (~{s.estimate_tokens:,} tokens): {s.description}"
             for s in self._sources.values()
+            if not s.user_data
         )
 
 
@@ -156,8 +176,50 @@ def _wrap(source: Source, body: str, *, short: bool) -> str:
     return f"<source{attrs}>\n{body}\n</source>"
 
 
+Wrap = Callable[[str, bool], str]
+"""Puts a body in its source's element: ``wrap(body, short)``."""
+
+
+def own_budget(
+    source: Source,
+    body: str,
+    short: str | None,
+    wrap: Wrap,
+    *,
+    section: str,
+    counter: TokenCounter,
+) -> tuple[Item, tuple[Cut, ...]]:
+    """The source's item, its ``body`` fitted into the source's own budget first (summary
+    first, then cut; the element's tags always kept), with the cuts it took labelled with
+    the source. Unchanged when it fits or the source declares no budget."""
+    item = Item(full=wrap(body, False), short=None if short is None else wrap(short, True),
+                key=source.name)  # fmt: skip
+    budget = source.budget_tokens
+    if budget is None or counter.count(item.full) <= budget:
+        return item, ()
+    frame = counter.count(wrap("", False))
+    inner = fit_section(
+        section, max(budget - frame, 0), [Item(full=body, short=short, key=source.name)],
+        counter=counter,
+    )  # fmt: skip
+    text = wrap(inner.text, inner.forms == ("short",)) if inner.text else ""
+    label = f"source {source.name} over its own budget of {budget:,} tokens"
+    cuts = tuple(
+        Cut(section=section, action=cut.action, tokens_before=cut.tokens_before + frame,
+            tokens_after=cut.tokens_after + frame if text else 0, detail=f"{label}: {cut.detail}")
+        for cut in inner.cuts
+    )  # fmt: skip
+    return Item(full=text, key=source.name), cuts
+
+
 async def _fetch_one(
-    registry: SourceRegistry, load: SourceLoad, scope: SourceScope, timeout_s: float
+    registry: SourceRegistry,
+    load: SourceLoad,
+    scope: SourceScope,
+    timeout_s: float,
+    *,
+    section: str,
+    counter: TokenCounter,
 ) -> tuple[SourceResult, Item | None]:
     started = time.monotonic()
 
@@ -176,17 +238,23 @@ async def _fetch_one(
     try:
         async with asyncio.timeout(timeout_s):
             data = await source.fetch(scope.request(load.params))
-        full = _wrap(source, _format(source, data), short=False)
-        short = None
-        if source.summarise is not None:
-            short = _wrap(source, source.summarise(data), short=True)
+        body = _format(source, data)
+        short = None if source.summarise is None else source.summarise(data)
     except TimeoutError:
         return failed(f"timed out after {timeout_s:g} s")
     except Exception as exc:  # a broken source is recorded and skipped, never fatal
         return failed(f"{type(exc).__name__}: {exc}")
+    await counter.acount(body)  # warm the counter's cache off the loop for large texts
+    item, cuts = own_budget(
+        source, body, short, lambda text, brief: _wrap(source, text, short=brief),
+        section=section, counter=counter,
+    )  # fmt: skip
     elapsed = int((time.monotonic() - started) * 1000)
-    result = SourceResult(name=load.name, ok=True, params=load.params, elapsed_ms=elapsed)
-    return result, Item(full=full, short=short, key=load.name)
+    result = SourceResult(
+        name=load.name, ok=True, params=load.params, elapsed_ms=elapsed,
+        budget=source.budget_tokens, cuts=cuts,
+    )  # fmt: skip
+    return result, item
 
 
 async def load_sources(
@@ -206,11 +274,12 @@ async def load_sources(
     ``detail`` hint), then the least important (last) are dropped or cut.
     """
     outcomes = await asyncio.gather(
-        *(_fetch_one(registry, load, scope, timeout_s) for load in loads)
+        *(
+            _fetch_one(registry, load, scope, timeout_s, section=section, counter=counter)
+            for load in loads
+        )
     )
     items = [item for _, item in outcomes if item is not None]
-    for item in items:  # warm the counter's cache off the loop for large texts
-        await counter.acount(item.full)
     fill = await afit_section(
         section,
         budget_tokens,
@@ -218,6 +287,9 @@ async def load_sources(
         counter=counter,
         note="Some sources are abbreviated; their `detail` says how to get the rest.",
     )
+    own_cuts = tuple(cut for result, _ in outcomes for cut in result.cuts)
+    if own_cuts:  # each source's own cut first, then the section's
+        fill = replace(fill, cuts=own_cuts + fill.cuts)
     placed = dict(zip(fill.kept, zip(fill.items, fill.forms, strict=True), strict=True))
     results: list[SourceResult] = []
     position = 0
@@ -233,9 +305,11 @@ async def load_sources(
                 ok=True,
                 params=result.params,
                 tokens=counter.count(text) if text else 0,
-                truncated=form != "full",
+                truncated=form != "full" or bool(result.cuts),
                 text=text,
                 elapsed_ms=result.elapsed_ms,
+                budget=result.budget,
+                cuts=result.cuts,
             )
         )
     return LoadedSources(results=tuple(results), fill=fill)

@@ -7,7 +7,9 @@ them, reports replay them; none of those owns them. Their names and fields are p
 
 from events._events import (
     INTERNAL_EVENTS,
+    AgentMessage,
     ApprovalResolved,
+    ArtifactSaved,
     Candidate,
     ConfirmationPending,
     ContextBudget,
@@ -22,6 +24,7 @@ from events._events import (
     ModelRole,
     PlanCreated,
     PlanStep,
+    QuestionPending,
     ReplayViolation,
     SessionStarted,
     StepCompleted,
@@ -43,7 +46,9 @@ from events._events import (
 
 __all__ = [
     "INTERNAL_EVENTS",
+    "AgentMessage",
     "ApprovalResolved",
+    "ArtifactSaved",
     "Candidate",
     "ConfirmationPending",
     "ContextBudget",
@@ -58,6 +63,7 @@ __all__ = [
     "ModelRole",
     "PlanCreated",
     "PlanStep",
+    "QuestionPending",
     "ReplayViolation",
     "SessionStarted",
     "StepCompleted",

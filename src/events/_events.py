@@ -68,6 +68,8 @@ class ContextLoaded:
     params: dict[str, Any] = field(default_factory=dict)
     text: str | None = None  # what the model sees of it; later turns reuse it
     error: str | None = None
+    budget: int | None = None  # the source's own budget, when it declares one
+    cuts: list[dict[str, Any]] | None = None  # what fitting it into that budget cut
     type: Literal["context_loaded"] = "context_loaded"
 
 
@@ -161,6 +163,43 @@ class ToolCompleted:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ArtifactSaved:
+    """A tool created an artifact (``version`` 1) or revised one (a new version; the old
+    ones stay readable). The payload is not in the event: ``GET
+    /v1/sessions/{id}/artifacts/{artifact_id}`` has it, and ``agent_message`` carries it
+    when the agent delivers the artifact."""
+
+    artifact_id: str
+    version: int
+    artifact_type: str
+    schema_version: str
+    title: str
+    summary: str
+    tool_use_id: str
+    step_id: str | None = None
+    type: Literal["artifact"] = "artifact"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentMessage:
+    """The agent spoke to the user through ``message_notify_user``. ``artifact`` is the
+    delivered artifact (``id``, ``version``, ``type``, ``schema_version``, ``title``,
+    ``summary``, ``payload``) when ``artifact_id`` named one of the session's; an unknown id
+    leaves it out and sets ``warning``. ``in_answer``: the text is also streamed as the
+    turn's answer (``text_delta``: a forced-tools agent speaks only so), so a client that
+    shows the answer need not show it twice."""
+
+    text: str
+    tool_use_id: str
+    artifact_id: str | None = None
+    artifact: dict[str, Any] | None = None
+    warning: str | None = None
+    step_id: str | None = None
+    in_answer: bool | None = None
+    type: Literal["agent_message"] = "agent_message"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ReplayViolation:
     """A transcript about to be sent broke the tool-call pairing and was repaired first:
     ``tool_use_ids`` are calls that had no result and got a synthetic error result
@@ -198,12 +237,24 @@ class DisambiguationPending:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ToolResolved:
-    """A user answered a pending call: ``approved`` or ``rejected`` a confirmation, or
-    ``picked`` candidate ``picked_id``. The turn resumes once every pending call is."""
+class QuestionPending:
+    """A forced-tools agent asked the user (``message_ask_user``): the turn waits, and the
+    user's next message in the session is the answer (``options`` are suggestions)."""
 
     tool_use_id: str
-    decision: Literal["approved", "rejected", "picked"]
+    question: str
+    options: list[str] = field(default_factory=list)
+    type: Literal["question_pending"] = "question_pending"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResolved:
+    """A user answered a pending call: ``approved`` or ``rejected`` a confirmation,
+    ``picked`` candidate ``picked_id``, or ``answered`` a question with their next message.
+    The turn resumes once every pending call is."""
+
+    tool_use_id: str
+    decision: Literal["approved", "rejected", "picked", "answered"]
     picked_id: str | None = None
     type: Literal["tool_resolved"] = "tool_resolved"
 
@@ -259,6 +310,7 @@ class Usage:
     cost_usd_micros: int = 0
     cache_hit_ratio: float | None = None  # cache_read / (cache_read + input)
     by_role: dict[str, dict[str, int]] = field(default_factory=dict)
+    calls: list[dict[str, Any]] | None = None  # per model call, in order, with its ratio
     type: Literal["usage"] = "usage"
 
 
@@ -306,9 +358,12 @@ Event = Annotated[
     | TextDelta
     | ToolStarted
     | ToolCompleted
+    | ArtifactSaved
+    | AgentMessage
     | ReplayViolation
     | ConfirmationPending
     | DisambiguationPending
+    | QuestionPending
     | ToolResolved
     | ApprovalResolved
     | TurnSuspended

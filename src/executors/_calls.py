@@ -10,10 +10,11 @@ tools, past the tool-call budget, or to a tool that kept failing the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import assert_never
 
-from context import fit_text
-from events import ToolCompleted, ToolStarted
+from context import artifact_text, fit_text
+from events import AgentMessage, ArtifactSaved, ToolCompleted, ToolStarted
 from events import ToolError as ToolErrorEvent
 from executors._results import PendingCall, picker_fields
 from executors._state import (
@@ -28,7 +29,16 @@ from executors._state import (
     now,
 )
 from providers import Message, ToolCall, ToolResult
-from tools import Needs, ToolCallRequest, ToolDef, ToolFailure, ToolOutcome
+from tools import (
+    COMMUNICATION_TOOLS,
+    IDLE_TOOL,
+    NOTIFY_TOOL,
+    Needs,
+    ToolCallRequest,
+    ToolDef,
+    ToolFailure,
+    ToolOutcome,
+)
 
 Verdict = ToolDef | ToolOutcome | None  # None: not one of the step's tools
 
@@ -61,6 +71,7 @@ async def _in_order(
     results: list[ToolResult],
 ) -> CallModel | WrapUp | Suspend | Finish:
     """Run ``calls`` in order, appending their results after ``results`` as one message."""
+    idle = False
     for index, (call, verdict) in enumerate(zip(calls, verdicts, strict=True)):
         outcome = await _execute(state, env, call, verdict)
         if outcome.needs is not None:  # the runner asked for the user after all
@@ -69,8 +80,28 @@ async def _in_order(
             pending = (first, *(_pending(c, v, _needs(env, v)) for c, v in rest))
             return Suspend(pending=pending, results=tuple(results))
         results.append(_result(state, env, outcome))
+        if env.kit.forced and outcome.ok:
+            idle = idle or outcome.tool == IDLE_TOOL
+            _tell(state, env, call, outcome)
     state.messages.append(Message(role="user", parts=tuple(results)))
+    if idle:  # the forced loop's normal end
+        return Finish(ok=True, ended="idle", summary=_told(state))
     return next_turn(state, env, now())
+
+
+def _tell(state: StepState, env: StepEnv, call: ToolCall, outcome: ToolOutcome) -> None:
+    """A forced loop's message to the user is its answer: stream it as answer text (a
+    step's, with its ``step_id``, in a ``complex`` plan) and keep it for the summary."""
+    message = call.input.get("message") if outcome.tool == NOTIFY_TOOL else None
+    if not isinstance(message, str) or not message.strip():
+        return
+    env.text(("\n\n" if state.told else "") + message)
+    state.told.append(message)
+
+
+def _told(state: StepState) -> str:
+    """What a forced loop that went idle reports: what it told the user."""
+    return "\n\n".join(state.told) or "(the agent went idle without a message to the user)"
 
 
 async def _suspend(env: StepEnv, calls: Sequence[ToolCall], verdicts: Sequence[Verdict]) -> Suspend:
@@ -149,6 +180,8 @@ def _needs(env: StepEnv, verdict: Verdict) -> Needs | None:
         return None
     if verdict.kind == "user_picker":
         return "pick"
+    if verdict.kind == "user_question":
+        return "answer"
     if not verdict.needs_confirmation:
         return None
     return None if env.kit.runner.defers(verdict) else "confirmation"
@@ -163,6 +196,11 @@ def _pending(call: ToolCall, verdict: Verdict, needs: Needs | None) -> PendingCa
                 tool_use_id=call.id, tool=name, input=call.input, needs="pick",
                 kind=kind, prompt=prompt, candidates=candidates,
             )  # fmt: skip
+        case "answer":
+            return PendingCall(
+                tool_use_id=call.id, tool=name, input=call.input, needs="answer",
+                prompt=str(call.input.get("question", "")), options=_options(call),
+            )  # fmt: skip
         case "confirmation":
             always = isinstance(verdict, ToolDef) and verdict.confirm == "always"
             return PendingCall(
@@ -173,6 +211,11 @@ def _pending(call: ToolCall, verdict: Verdict, needs: Needs | None) -> PendingCa
             return PendingCall(tool_use_id=call.id, tool=name, input=call.input)
         case _:
             assert_never(needs)
+
+
+def _options(call: ToolCall) -> tuple[str, ...]:
+    options = call.input.get("options")
+    return tuple(str(o) for o in options) if isinstance(options, list) else ()
 
 
 async def _execute(state: StepState, env: StepEnv, call: ToolCall, verdict: Verdict) -> ToolOutcome:
@@ -226,7 +269,8 @@ def _refuse(state: StepState, env: StepEnv, call: ToolCall, verdict: Verdict) ->
                 "in this step",
                 hint="Answer with what you have, or use another tool.",
             )  # fmt: skip
-    if state.tool_calls >= state.max_calls:
+    talks = env.kit.forced and name in COMMUNICATION_TOOLS  # never cut off from the user
+    if state.tool_calls >= state.max_calls and not talks:
         return _refusal(
             call, name, "tool_budget_spent",
             f"this step's {state.max_calls} tool calls are used; {name} did not run",
@@ -264,6 +308,11 @@ def _completed(state: StepState, env: StepEnv, outcome: ToolOutcome) -> None:
             inverse_available=outcome.inverse_available,
         )
     )
+    for event in outcome.events:  # what the tool emitted: its artifacts, its message
+        if env.kit.forced and isinstance(event, AgentMessage) and event.text.strip():
+            # ``_tell`` streams its text as the answer: say so, so it is shown once
+            event = replace(event, in_answer=True)
+        env.emit(event)
     state.in_flight = None
     state.failed_tool_calls += not outcome.ok
     status = "ok" if outcome.ok else f"failed ({error.code if error else 'error'})"
@@ -274,4 +323,7 @@ def _result(state: StepState, env: StepEnv, outcome: ToolOutcome) -> ToolResult:
     """The outcome as the model sees it, fitted once, now, and never again."""
     limit = env.kit.limits.max_result_tokens
     fitted = fit_text("result", limit, outcome.as_result_text(), counter=env.kit.counter)
-    return ToolResult(tool_use_id=outcome.tool_use_id, content=fitted.text, is_error=not outcome.ok)
+    # The artifacts the call made, as the model is shown them (the summary, not the payload).
+    tags = [artifact_text(e) for e in outcome.events if isinstance(e, ArtifactSaved)]
+    content = "\n".join((fitted.text, *tags))
+    return ToolResult(tool_use_id=outcome.tool_use_id, content=content, is_error=not outcome.ok)

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
-from context import EXECUTOR_BUDGET, RoleBudget, TokenCounter
+from context import EXECUTOR_BUDGET, RoleBudget, TokenCounter, UserData
 from events import Event
 from providers import Model
 from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry, UserRole
 
 Emit = Callable[[Event], None]
 """Receives every event in order; the turn appends them to the session log."""
+Loop = Literal["default", "forced_tools"]
+"""How an executor loops: ``default`` (tools optional, the answer is free text) or
+``forced_tools`` (every model call must call a tool; it talks through the communication
+tools and ends with ``idle``, see docs/executors.md)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,6 +30,8 @@ class ExecutorLimits:
     A step's ``max_tool_calls`` from the plan caps ``max_tool_calls`` further.
     ``max_result_tokens`` is what one tool result may take in the loop: each result is
     fitted once, when it arrives, and cut past it (the model can ask for less data).
+    ``max_iterations`` bounds the forced-tools loop instead of ``max_model_turns``: its
+    model calls since the step started or the user last answered (trainer spec §3.2).
     """
 
     max_tool_calls: int = 10
@@ -33,6 +39,7 @@ class ExecutorLimits:
     retries_per_tool: int = 2
     max_model_turns: int = 12
     max_result_tokens: int = 300
+    max_iterations: int = 10
 
     def __post_init__(self) -> None:
         if self.max_tool_calls < 0 or self.retries_per_tool < 0:
@@ -40,6 +47,8 @@ class ExecutorLimits:
                 f"Executor limits must not be negative ({self.max_tool_calls=}, "
                 f"{self.retries_per_tool=})"
             )
+        if self.max_iterations < 1:
+            raise ValueError(f"Executor limits need max_iterations >= 1 ({self.max_iterations=})")
         if self.wall_time_s <= 0 or self.max_model_turns < 1 or self.max_result_tokens < 1:
             raise ValueError(
                 f"Executor limits need wall_time_s > 0, max_model_turns >= 1 and "
@@ -97,7 +106,9 @@ class ToolRunnerLike(Protocol):
 class ExecutorKit:
     """What every executor of a turn shares: the executor model, the tools and their runner,
     the token counter for that model, the executor budget and limits, and the agent
-    profile's ``identity`` prompt (empty: none), so steps speak as the same agent."""
+    profile's ``identity`` prompt (empty: none), so steps speak as the same agent.
+    ``loop`` is the agent's loop; a ``forced_tools`` step is also offered the
+    communication tools of ``registry`` whatever its plan gave it."""
 
     model: Model
     runner: ToolRunnerLike
@@ -107,6 +118,12 @@ class ExecutorKit:
     limits: ExecutorLimits = field(default_factory=ExecutorLimits)
     identity: str = ""
     steps: StepCounter | None = None  # the agent's step limit for the whole turn
+    user_data: UserData | None = None  # the agent's user-data block, loaded every call
+    loop: Loop = "default"
+
+    @property
+    def forced(self) -> bool:
+        return self.loop == "forced_tools"
 
 
 @dataclass(slots=True)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import assert_never
 
-from context import Item, executor_request
+from context import Item, SectionFill, executor_request
 from events import ContextBudget, StepError
 from executors._calls import close_in_flight, refuse_all, resume_tools, run_tools
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
-from executors._prompt import build_prompt
+from executors._prompt import EXECUTOR_PROMPT, FORCED_PROMPT, build_prompt, forced_note
 from executors._replay import guard_transcript
 from executors._results import StepEnd, StepOutcome, StepResult, Suspended
 from executors._state import (
@@ -35,6 +36,7 @@ from executors._state import (
 from planner import PlannedStep
 from providers import Message, ModelError, ModelRequest, TextPart, ToolCall
 from providers import call_model as stream_reply
+from tools import COMMUNICATION_TOOLS, ToolDef
 
 
 async def run_step(
@@ -56,7 +58,8 @@ async def run_step(
     registered (a validated plan's are); ``data`` fills the data section, most important
     first.
     """
-    state = _fresh_state(step, kit, data, share)
+    user_data = await kit.user_data.load() if kit.user_data is not None else None
+    state = _fresh_state(step, kit, data, share, user_data)
     emit(ContextBudget(role="executor", report=state.prompt.report.to_dict(), step_id=step.id))
     env = StepEnv(
         step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer, goal=step.goal
@@ -102,16 +105,22 @@ async def resume_step(
 
 
 def _fresh_state(
-    step: PlannedStep, kit: ExecutorKit, data: Sequence[Item], share: StepShare | None
+    step: PlannedStep,
+    kit: ExecutorKit,
+    data: Sequence[Item],
+    share: StepShare | None,
+    user_data: SectionFill | None = None,
 ) -> StepState:
     prompt = build_prompt(
         step_id=step.id,
         goal=step.goal,
-        tools=[kit.registry.get(name) for name in step.tools],
+        tools=_step_tools(step, kit),
         data=data,
         budget=kit.budget,
         counter=kit.counter,
         identity=kit.identity,
+        instructions=FORCED_PROMPT if kit.forced else EXECUTOR_PROMPT,
+        user_data=user_data,
     )
     share = share or StepShare()
     started = now()
@@ -120,6 +129,17 @@ def _fresh_state(
     return StepState(
         prompt=prompt, max_calls=calls, started=started, deadline=started + wall_s, share=share
     )
+
+
+def _step_tools(step: PlannedStep, kit: ExecutorKit) -> list[ToolDef]:
+    """The step's tools. A forced loop's communication tools come first, whether its plan
+    gave them or not: tools that do not fit the budget are cut from the end, and a loop
+    that cannot talk or stop is useless."""
+    tools = [kit.registry.get(name) for name in step.tools]
+    if not kit.forced:
+        return tools
+    talk = [t for t in kit.registry if t.name in COMMUNICATION_TOOLS]
+    return [*talk, *(t for t in tools if t.name not in COMMUNICATION_TOOLS)]
 
 
 async def _bounded(
@@ -169,16 +189,66 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
     """One model turn: stream its text out, collect its tool calls, append its message.
 
     A wrap-up turn first appends the note saying what remains and calls with tools off;
-    if the model calls tools even so, the step has overrun its bounds.
+    if the model calls tools even so, the step has overrun its bounds. A forced loop
+    calls with ``tool_choice="any"`` instead (``_forced_call``).
     """
+    if env.kit.forced:
+        return await _forced_call(state, env, step)
     if isinstance(step, WrapUp):
         state.messages.append(Message.user(step.note))
     guard_transcript(state, env)  # every call pairs with a result, or the provider refuses
+    await refresh_user_data(state, env)
     request = executor_request(
         state.prompt.parts,
         state.messages,
         tool_choice="none" if isinstance(step, WrapUp) else "auto",
     )
+    calls = await _reply(state, env, request)
+    if isinstance(calls, Finish):
+        return calls
+    text = _text_of(state.messages[-1])
+    if not calls:
+        summary = text.strip() or "(the executor gave no answer text)"
+        ended: StepEnd = "wrapped_up" if isinstance(step, WrapUp) else "answered"
+        return Finish(ok=True, ended=ended, summary=summary)
+    if isinstance(step, WrapUp):
+        await refuse_all(
+            state, env, calls, code="tool_budget_spent",
+            message="tools are off: the step was asked to wrap up",
+        )  # fmt: skip
+        why = f"it kept calling tools after being asked to wrap up ({'; '.join(step.reasons)})"
+        error = StepError(code="step_overran", message=f"Stopped: {why}")
+        return Finish(False, "overran", partial_summary(state, why), error)
+    return RunTools(calls=calls)
+
+
+async def _forced_call(
+    state: StepState, env: StepEnv, step: CallModel | WrapUp
+) -> RunTools | Finish:
+    """One iteration of the forced loop: a model call that must call a tool. A wrap-up
+    only adds its note (once): tools cannot be turned off, the model is told to finish."""
+    if isinstance(step, WrapUp) and not state.wrap_noted:
+        state.messages.append(Message.user(forced_note(step.note)))
+        state.wrap_noted = True
+    guard_transcript(state, env)
+    await refresh_user_data(state, env)
+    request = executor_request(state.prompt.parts, state.messages, tool_choice="any")
+    state.iterations += 1
+    calls = await _reply(state, env, request)
+    if isinstance(calls, Finish):
+        return calls
+    if calls:
+        return RunTools(calls=calls)
+    why = "the model replied without calling a tool, which this agent must always do"
+    error = StepError(code="no_tool_call", message=f"Stopped: {why}")
+    return Finish(False, "no_tool_call", partial_summary(state, why), error)
+
+
+async def _reply(
+    state: StepState, env: StepEnv, request: ModelRequest
+) -> tuple[ToolCall, ...] | Finish:
+    """Take a step, call the model, append its message: its calls, or how the step ended
+    (the agent's step limit ran out, the provider failed)."""
     steps = env.kit.steps
     if steps is not None and not steps.take():
         why = f"the agent reached its limit of {steps.limit} steps"
@@ -196,19 +266,24 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
     state.messages.append(Message(role="assistant", parts=parts))
     if text.strip():
         state.last_text = text
-    if not calls:
-        summary = text.strip() or "(the executor gave no answer text)"
-        ended: StepEnd = "wrapped_up" if isinstance(step, WrapUp) else "answered"
-        return Finish(ok=True, ended=ended, summary=summary)
-    if isinstance(step, WrapUp):
-        await refuse_all(
-            state, env, calls, code="tool_budget_spent",
-            message="tools are off: the step was asked to wrap up",
-        )  # fmt: skip
-        why = f"it kept calling tools after being asked to wrap up ({'; '.join(step.reasons)})"
-        error = StepError(code="step_overran", message=f"Stopped: {why}")
-        return Finish(False, "overran", partial_summary(state, why), error)
-    return RunTools(calls=calls)
+    return calls
+
+
+def _text_of(message: Message) -> str:
+    return "".join(part.text for part in message.parts if isinstance(part, TextPart))
+
+
+async def refresh_user_data(state: StepState, env: StepEnv) -> None:
+    """Reload the agent's user-data block before a model call (spec §4.4: fresh on every
+    call), except the step's first, whose prompt was built with it a moment ago. Unchanged
+    data gives the same bytes, so the block's cache breakpoint still hits."""
+    loader = env.kit.user_data
+    if loader is None or not (state.model_turns or state.messages):
+        return
+    fill = await loader.load()
+    if fill.text != state.prompt.parts.user_data:
+        parts = replace(state.prompt.parts, user_data=fill.text)
+        state.prompt = replace(state.prompt, parts=parts)
 
 
 async def _stream(state: StepState, env: StepEnv, request: ModelRequest) -> tuple[ToolCall, ...]:
@@ -221,6 +296,9 @@ async def _stream(state: StepState, env: StepEnv, request: ModelRequest) -> tupl
 
 
 def _say(state: StepState, env: StepEnv, text: str) -> None:
+    if env.kit.forced:  # its words reach the user only through message_notify_user
+        state.text += text
+        return
     if env.final_answer and state.streamed and not state.text:
         env.text("\n\n")  # an answer written over several model turns: keep them apart
     env.text(text)

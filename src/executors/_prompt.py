@@ -38,6 +38,21 @@ sentences: what you found or changed (names, ids, numbers, dates) and what faile
 missing. That answer is the step's result; another model reads it, not the user.
 - If you are told the step's budget is nearly spent, answer at once with what you have."""
 
+FORCED_PROMPT = """\
+You carry out a task for a user, and you act ONLY through tool calls: every reply is \
+exactly one tool call, never plain text. The task is the user message; data from earlier \
+steps and the session may follow these instructions.
+
+- Use only the tools you are given. Never invent ids, names or results: look them up.
+- A tool result marked as an error says what went wrong and what to do next; do not repeat \
+a call that failed the same way.
+- The user sees only what you send with message_notify_user: tell them what you found or \
+did (names, ids, numbers, dates) and what failed.
+- If you cannot go on without the user, ask with message_ask_user; their reply is its result.
+- When the task is done, or cannot be done, and the user has been told, call agent_idle.
+- If you are told the budget is nearly spent, tell the user what you have, then call \
+agent_idle."""
+
 DATA_NOTE = "Data abbreviated to fit; ask with a tool if you need the details."
 
 
@@ -64,13 +79,17 @@ def build_prompt(
     budget: RoleBudget,
     counter: TokenCounter,
     identity: str = "",
+    instructions: str = EXECUTOR_PROMPT,
+    user_data: SectionFill | None = None,
 ) -> StepPrompt:
-    """Fit the agent's ``identity`` and instructions, goal, tools and data into ``budget``
-    (system, task, tools, data); tools that do not fit whole are listed by name and
-    cannot be called."""
-    system = fit_system(identity, EXECUTOR_PROMPT, budget.tokens("system"), counter=counter)
+    """Fit the agent's ``identity`` and ``instructions`` (``FORCED_PROMPT`` for a
+    forced-tools loop), goal, tools and data into ``budget`` (system, task, tools, data);
+    tools that do not fit whole are listed by name and cannot be called."""
+    system = fit_system(identity, instructions, budget.tokens("system"), counter=counter)
     task = fit_text("task", budget.tokens("task"), goal, counter=counter)
     fills: list[SectionFill] = [system.fill, task]
+    if user_data is not None:  # the user-data block as first loaded; reloaded every call
+        fills.append(user_data)
     specs = [tool_spec(tool) for tool in tools]
     fitted = fit_tools(specs, budget.tokens("tools"), counter=counter) if specs else None
     if fitted is not None:
@@ -87,6 +106,7 @@ def build_prompt(
         identity=system.identity,
         tools=fitted.specs if fitted else (),
         tool_listing=fitted.listing if fitted else "",
+        user_data=user_data.text if user_data is not None else "",
         knowledge=knowledge,
         task=task.text,
     )
@@ -139,6 +159,16 @@ def dependency_item(step_id: str, goal: str, summary: str) -> Item:
 def _attr(text: str) -> str:
     flat = " ".join(text.split()).replace('"', "'")
     return flat if len(flat) <= 120 else flat[:119] + "…"
+
+
+def forced_note(note: str) -> str:
+    """A wrap-up note for a forced loop: tools stay on, so it asks the model to finish
+    through them instead of answering in text."""
+    head = note.split(" This is your last model turn", 1)[0]
+    return (
+        f"{head} Finish now: tell the user what you found or did, and what is still missing, "
+        "with message_notify_user, then call agent_idle."
+    )
 
 
 def wrap_up_note(

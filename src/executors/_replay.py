@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from context import order_messages
 from events import ReplayViolation
 from executors._state import StepEnv, StepState
 from providers import Message, Part, ToolCall, ToolResult
@@ -79,13 +80,18 @@ def repair_transcript(messages: Sequence[Message]) -> Repair:
 
 
 def guard_transcript(state: StepState, env: StepEnv) -> None:
-    """Repair the step's transcript in place before a model call, and record the repair.
+    """Order the step's transcript (spec §4.3: consecutive user messages merged, text
+    that came while a result was due placed after it), then repair it in place before a
+    model call, and record the repair.
 
     The repaired transcript replaces the old one, so each violation is repaired (and
     recorded) once and later requests keep the same prefix.
     """
-    repair = repair_transcript(state.messages)
+    ordered = order_messages(state.messages)  # spec §4.3: merged, text after results
+    repair = repair_transcript(ordered)
     if not repair.changed:
+        if ordered != state.messages:
+            state.messages[:] = ordered
         return
     state.messages[:] = repair.messages
     env.emit(

@@ -11,17 +11,34 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from context import BudgetReport
-from events import Candidate, ConfirmationPending, DisambiguationPending, StepError
+from events import (
+    Candidate,
+    ConfirmationPending,
+    DisambiguationPending,
+    QuestionPending,
+    StepError,
+)
 from providers import Message, TokenUsage, ToolResult
 from tools import Needs
 
 StepEnd = Literal[
-    "answered", "wrapped_up", "overran", "timed_out", "model_failed", "skipped", "max_steps"
+    "answered",
+    "wrapped_up",
+    "overran",
+    "timed_out",
+    "model_failed",
+    "skipped",
+    "max_steps",
+    "idle",
+    "no_tool_call",
+    "max_iterations",
 ]
 """How a step ended: ``answered`` on its own; ``wrapped_up`` when told its budget was
 nearly spent; ``overran`` a bound even so; ``timed_out`` at the wall-time deadline;
 ``model_failed`` on a provider error; ``skipped`` because a dependency failed; ``max_steps``
-when the turn's executors had used every model turn its agent allows (``StepCounter``)."""
+when the turn's executors had used every model turn its agent allows (``StepCounter``).
+A forced-tools step ends ``idle`` when it called ``idle``, ``no_tool_call`` when a reply
+called no tool, ``max_iterations`` when its iteration limit ran out."""
 
 ConfirmKind = Literal["destructive", "always"]
 
@@ -53,8 +70,9 @@ class PendingCall:
     """One call of the suspending assistant message, in message order.
 
     ``needs`` says what the user must do first: approve (``confirm`` says why), pick one of
-    ``candidates`` (the picker's ``kind`` and ``prompt``), or nothing (``None``): such a call
-    runs, in order, once the others are resolved.
+    ``candidates`` (the picker's ``kind`` and ``prompt``), answer a question (``prompt``
+    is the question, ``options`` the suggested answers), or nothing (``None``): such a
+    call runs, in order, once the others are resolved.
     """
 
     tool_use_id: str
@@ -65,6 +83,7 @@ class PendingCall:
     kind: str | None = None
     prompt: str | None = None
     candidates: tuple[Candidate, ...] = ()
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,11 +125,12 @@ def picker_fields(data: Mapping[str, Any]) -> tuple[str, str, tuple[Candidate, .
     return str(data.get("kind", "item")), str(data.get("prompt", "")), candidates
 
 
-def pending_events(
-    suspended: Suspended,
-) -> list[ConfirmationPending | DisambiguationPending]:
+PendingEvent = ConfirmationPending | DisambiguationPending | QuestionPending
+
+
+def pending_events(suspended: Suspended) -> list[PendingEvent]:
     """The events a suspended step's caller emits, one per call that needs the user."""
-    events: list[ConfirmationPending | DisambiguationPending] = []
+    events: list[PendingEvent] = []
     for call in suspended.pending:
         match call.needs:
             case "confirmation":
@@ -130,6 +150,14 @@ def pending_events(
                         kind=call.kind or "item",
                         prompt=call.prompt or "",
                         candidates=list(call.candidates),
+                    )
+                )
+            case "answer":
+                events.append(
+                    QuestionPending(
+                        tool_use_id=call.tool_use_id,
+                        question=call.prompt or "",
+                        options=list(call.options),
                     )
                 )
             case None:

@@ -107,7 +107,8 @@ def _suspended_of(data: Mapping[str, Any]) -> Suspended:
 
 def _pending_of(data: Mapping[str, Any]) -> PendingCall:
     candidates = tuple(Candidate(**c) for c in data.get("candidates", ()))
-    return PendingCall(**{**data, "candidates": candidates})
+    options = tuple(str(o) for o in data.get("options", ()))  # absent in older logs
+    return PendingCall(**{**data, "candidates": candidates, "options": options})
 
 
 def _message_data(message: Message) -> dict[str, Any]:

@@ -95,6 +95,9 @@ class StepState:
     log: list[str] = field(default_factory=list)  # "members.search ok", for partial summaries
     in_flight: str | None = None  # a tool_use_id started and not completed
     earlier_tokens: int = 0  # spent before a suspension, when this state resumed a step
+    iterations: int = 0  # forced loop: model calls since the step (re)started
+    told: list[str] = field(default_factory=list)  # forced loop: what the user was told
+    wrap_noted: bool = False  # forced loop: the budget note was sent
 
     @property
     def tokens(self) -> int:
@@ -107,9 +110,14 @@ def now() -> float:
     return asyncio.get_running_loop().time()
 
 
-def next_turn(state: StepState, env: StepEnv, at: float) -> CallModel | WrapUp:
-    """Call the model, or, when a bound is about to be hit, ask it to wrap up."""
+def next_turn(state: StepState, env: StepEnv, at: float) -> CallModel | WrapUp | Finish:
+    """Call the model, or, when a bound is about to be hit, ask it to wrap up; a forced
+    loop whose iterations are used up ends instead (``max_iterations``)."""
     limits = env.kit.limits
+    if env.kit.forced and state.iterations >= limits.max_iterations:
+        why = f"it used all {limits.max_iterations} iterations without calling idle"
+        error = StepError(code="max_iterations", message=f"Stopped: {why}")
+        return Finish(False, "max_iterations", partial_summary(state, why), error)
     calls_left = state.max_calls - state.tool_calls
     seconds_left = state.deadline - at
     reasons: list[str] = []
@@ -118,7 +126,7 @@ def next_turn(state: StepState, env: StepEnv, at: float) -> CallModel | WrapUp:
     wall_s = state.deadline - state.started  # the step's wall time (its share may be less)
     if seconds_left < WRAP_UP_SHARE * wall_s:
         reasons.append(f"less than {WRAP_UP_SHARE:.0%} of the step's wall time is left")
-    if state.model_turns >= limits.max_model_turns - 1:
+    if not env.kit.forced and state.model_turns >= limits.max_model_turns - 1:
         reasons.append(f"this is model turn {limits.max_model_turns} of {limits.max_model_turns}")
     share = state.share
     if share.tokens is not None and state.tokens >= (1 - WRAP_UP_SHARE) * share.tokens:

@@ -13,13 +13,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from context import Budgets, TokenCounter
+from context import PROFILE_SECTION, Budgets, TokenCounter
 from executors import StepShare
 from fleet._profile import DEFAULT_HANDLE, AgentPolicy, AgentProfile, ProfileError
 from store import AgentRecord, Store
-from tools import ToolRegistry
+from tools import COMMUNICATION_TOOLS, ToolRegistry, communication_tools
 from turn import ModelResolver, TurnKit, TurnRoleModels, TurnSetup
 
+FORCED_TOOLS_TOKENS = 2_000
+"""The executor's ``tools`` section for a forced-tools agent, at least: its one loop is
+offered every tool the agent may use, not a step's few."""
 IDENTITY_COUNTER = "claude-sonnet-4-5"
 """The tokenizer an identity is measured with to grow the budgets (any model's is close)."""
 
@@ -134,10 +137,13 @@ class AgentDirectory:
             identity=profile.identity_prompt,
             max_steps=limits.max_steps,
             wall_time_s=limits.wall_time_s,
-            budgets=_room_for(kit.budgets, profile.identity_prompt),
+            budgets=_with_profile(_room_for(kit.budgets, profile.identity_prompt), profile),
+            user_data=tuple(profile.user_data),
             capabilities=self.policy.capabilities(profile, background=background),
             turn_budget=_share(kit.turn_budget, limits.max_tool_calls, limits.budget_usd),
         )
+        if profile.loop == "forced_tools":
+            kit = forced_kit(kit, limits.max_iterations)
         return AgentSetup(agent, kit, profile.models.specs())
 
     def setups(self, resolver: ModelResolver) -> TurnSetup:
@@ -167,6 +173,7 @@ def default_policy(
         always_allowed=frozenset(always_allowed),
         always_blocked=kit.capabilities.blocked,
         models=frozenset(models),
+        user_data=frozenset(kit.sources.user_data_names()),
     )
 
 
@@ -192,6 +199,37 @@ def _room_for(budgets: Budgets, identity: str) -> Budgets:
         for role in ("planner", "executor", "merger")
     }
     return replace(budgets, **grown)
+
+
+def _with_profile(budgets: Budgets, profile: AgentProfile) -> Budgets:
+    """An agent with user data gets a ``profile`` section in its executor budget too
+    (the planner's allocation), so the block that rides every tool-loop call is
+    budgeted and reported like the planner's."""
+    if not profile.user_data:
+        return budgets
+    tokens = budgets.planner.tokens(PROFILE_SECTION)
+    return replace(budgets, executor=budgets.executor.with_section(PROFILE_SECTION, tokens))
+
+
+def forced_kit(kit: TurnKit, max_iterations: int) -> TurnKit:
+    """``kit`` for a forced-tools agent: its loop and iteration limit, the communication
+    tools added to its tools and granted whatever its ``tools`` say, and room for all its
+    tools in one loop (an abbreviated tool cannot be called; tools are cached)."""
+    tools = ToolRegistry(kit.tools or ())
+    for tool in communication_tools():
+        if tool.name not in tools:
+            tools.register(tool)
+    caps = kit.capabilities
+    if caps.allow is not None:
+        caps = replace(caps, allow=caps.allow | COMMUNICATION_TOOLS)
+    limits = replace(kit.executor_limits, max_iterations=max_iterations)
+    executor = kit.budgets.executor
+    room = max(executor.tokens("tools"), FORCED_TOOLS_TOKENS)
+    budgets = replace(kit.budgets, executor=executor.with_tokens({"tools": room}))
+    return replace(
+        kit, loop="forced_tools", tools=tools, capabilities=caps, executor_limits=limits,
+        budgets=budgets,
+    )  # fmt: skip
 
 
 def _share(share: StepShare, tool_calls: int | None, budget_usd: float | None) -> StepShare:

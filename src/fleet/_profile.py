@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleet._schedule import valid_cron
 from store import ApprovalMode
-from tools import Capabilities, ToolRegistry
+from tools import COMMUNICATION_TOOLS, Capabilities, ToolRegistry
 
 HANDLE_PATTERN = r"^[a-z][a-z0-9_-]{1,39}$"
 DEFAULT_HANDLE = "default"
@@ -26,6 +26,7 @@ ProfileCode = Literal[
     "unknown_tool",
     "model_not_allowed",
     "invalid_schedule",
+    "unknown_source",
     "agent_exists",
     "default_agent",
 ]
@@ -69,6 +70,15 @@ class ProfileLimits(BaseModel):
     )
     wall_time_s: float | None = Field(default=None, gt=0, le=3600)
     budget_usd: float | None = Field(default=None, gt=0, le=1000)
+    max_iterations: WholeNumber = Field(
+        default=10,
+        ge=1,
+        le=MAX_STEPS,
+        description=(
+            "A forced_tools loop's model calls before it stops with max_iterations (counted "
+            "afresh when the user answers a question)."
+        ),
+    )
 
 
 class ProfileSchedule(BaseModel):
@@ -139,6 +149,14 @@ class AgentProfile(BaseModel):
         description="An approval not answered within this many seconds expires (never runs).",
     )
     limits: ProfileLimits = Field(default_factory=ProfileLimits)
+    loop: Literal["default", "forced_tools"] = Field(
+        default="default",
+        description=(
+            "default: tools are optional and the answer is free text. forced_tools: every "
+            "model call must call a tool; the agent talks only through message_notify_user "
+            "and message_ask_user (always offered) and ends with agent_idle."
+        ),
+    )
     runs_per_minute: WholeNumber = Field(default=3, ge=1, le=60, description="Trigger rate limit.")
     paused: bool = False
     cost: ProfileCost = Field(
@@ -146,6 +164,14 @@ class AgentProfile(BaseModel):
     )
     schedule: ProfileSchedule | None = Field(
         default=None, description="Queue a run on every tick of a cron expression (UTC)."
+    )
+    user_data: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description=(
+            "Per-user context sources (e.g. members.profile) fetched afresh on every model "
+            "call into the user-data block, the prompt's third cache breakpoint."
+        ),
     )
     webhook_task: str = Field(
         default="Handle the event in the context.",
@@ -173,6 +199,7 @@ class AgentPolicy:
     always_allowed: frozenset[str] = frozenset()
     always_blocked: frozenset[str] = frozenset()
     models: frozenset[str] = frozenset()
+    user_data: frozenset[str] = frozenset()  # the server's per-user sources
 
     def check(self, profile: AgentProfile) -> None:
         """Raise ``ProfileError`` for the first thing the policy refuses."""
@@ -188,6 +215,13 @@ class AgentPolicy:
             raise ProfileError(
                 "invalid_schedule", f"{cron!r} is not a cron expression of five fields (UTC)"
             )
+        for name in profile.user_data:
+            if name not in self.user_data:
+                offered = ", ".join(sorted(self.user_data)) or "none"
+                raise ProfileError(
+                    "unknown_source",
+                    f"No per-user source {name!r} here (user-data sources: {offered})",
+                )
         for role, spec in profile.models.specs().items():
             if spec not in self.models:
                 offered = ", ".join(sorted(self.models)) or "none"
@@ -198,7 +232,7 @@ class AgentPolicy:
 
     def _known(self, entry: str) -> None:
         router = entry.removesuffix(".*")
-        names = self.tools.names()
+        names = [*self.tools.names(), *COMMUNICATION_TOOLS]  # offered to forced agents
         if router == entry:
             known = entry in names
         else:

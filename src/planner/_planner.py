@@ -91,23 +91,31 @@ async def make_plan(
     *,
     history: Sequence[Message] = (),
     loaded: Sequence[str] = (),
+    user_data: SectionFill | None = None,
 ) -> PlanOutcome:
     """Plan ``message``; never raises for a bad plan or a timeout, raises ``ModelError``
     when the provider fails.
 
     The prompt is fitted into ``planning.budget``: the identity, instructions and
     catalogue into ``system``, the conversation into ``conversation``, what the session
-    already loaded into ``context``.
+    already loaded into ``context``. ``user_data`` is the agent's user-data block (the
+    ``profile`` section's fill): its own system block after the static one, carrying
+    the cache breakpoint of the per-user tier.
     """
     started = time.monotonic()
     catalogue, limits, budget = planning.catalogue, planning.limits, planning.budget
     timeout_s = planning.timeout_s
     counter = planning.counter or TokenCounter(model.name)
     system, static = _system(planning, counter)
+    fills = [static]
+    if user_data is not None:
+        fills.append(user_data)
+        if user_data.text:
+            system = (*system, SystemBlock(text=user_data.text, cache=True))
     conversation = fit_history(history, budget.tokens("conversation"), counter=counter)
     known = fit_text("context", budget.tokens("context"), "; ".join(loaded), counter=counter)
     calls = _Calls(model, system, conversation.messages, timeout_s)
-    calls.report = BudgetReport.build(budget, [static, conversation.fill, known])
+    calls.report = BudgetReport.build(budget, [*fills, conversation.fill, known])
     loaded = [known.text] if known.text else []
     first_problems: tuple[str, ...] = ()
     problems: list[str] = []

@@ -13,7 +13,9 @@ SSE frames and then drops the connection without finishing the body.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,74 @@ Event = tuple[str | None, Any]
 _NO_USAGE = TokenUsage()
 
 
+class PromptCache:
+    """A simulation of Anthropic's prompt cache, shared by the replies of one test.
+
+    A request's prompt is its blocks in the API's cache order (each tool, each system
+    block, each message content block). Every ``cache_control`` breakpoint writes the
+    prefix up to it; a later request reads the longest prefix it shares with a written
+    one, found at or up to 20 blocks before one of its own breakpoints (the API's
+    lookback). Tokens are estimated at 4 characters each (``min_tokens``: prefixes
+    shorter than this are not cached, like the API's minimum). So usage is derived from
+    what was actually sent: a changed prefix reads nothing, a repeated one reads it all.
+    """
+
+    LOOKBACK = 20
+
+    def __init__(self, *, min_tokens: int = 0) -> None:
+        self.min_tokens = min_tokens
+        self._written: set[str] = set()
+        self._lock = threading.Lock()
+
+    def usage(self, body: Any, output_tokens: int) -> TokenUsage:
+        """The usage of one request with ``body`` (and remember what it wrote)."""
+        blocks = _cache_blocks(body if isinstance(body, dict) else {})
+        keys, sizes, total = [], [], 0
+        digest = hashlib.sha256()
+        for text, _ in blocks:
+            digest.update(text.encode())
+            keys.append(digest.copy().hexdigest())
+            total += -(-len(text) // 4)
+            sizes.append(total)
+        marks = [i for i, (_, marked) in enumerate(blocks) if marked]
+        with self._lock:
+            hit = max(
+                (j for b in marks for j in range(max(b - self.LOOKBACK, 0), b + 1)
+                 if keys[j] in self._written),
+                default=-1,
+            )  # fmt: skip
+            last = marks[-1] if marks else -1
+            for b in marks:
+                if sizes[b] >= self.min_tokens:
+                    self._written.add(keys[b])
+        read = sizes[hit] if hit >= 0 else 0
+        write = sizes[last] - read if last > hit and sizes[last] >= self.min_tokens else 0
+        return TokenUsage(
+            input_tokens=total - read - write,
+            output_tokens=output_tokens,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+        )
+
+
+def _cache_blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The prompt's blocks in cache order, as canonical JSON without the cache directive,
+    each with whether it carries a breakpoint."""
+    blocks: list[dict[str, Any]] = list(body.get("tools") or [])
+    system = body.get("system") or []
+    blocks += [{"type": "text", "text": system}] if isinstance(system, str) else system
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        blocks += [{"role": message.get("role"), **block} for block in content or []]
+    out = []
+    for block in blocks:
+        plain = {k: v for k, v in block.items() if k != "cache_control"}
+        out.append((json.dumps(plain, sort_keys=True), "cache_control" in block))
+    return out
+
+
 def anthropic_reply(
     *,
     text: str = "",
@@ -48,14 +118,29 @@ def anthropic_reply(
     model: str = "claude-haiku-4-5",
     text_chunk_size: int | None = None,
     json_chunk_size: int | None = None,
+    cache: PromptCache | None = None,
 ) -> Exchange:
     """A complete streamed message, framed the way the Messages API sends it.
 
     ``text`` becomes one text block and each tool call a ``tool_use`` block; the chunk
     sizes split text and tool-input JSON into deltas of that many characters (default:
     one delta each). ``stop_reason`` defaults to ``tool_use`` when there are tool calls,
-    else ``end_turn``; any raw Anthropic value (``"pause_turn"``) may be given.
+    else ``end_turn``; any raw Anthropic value (``"pause_turn"``) may be given. With a
+    ``cache``, the input and cache figures of ``usage`` are computed from the request
+    when it arrives (``PromptCache``); only its ``output_tokens`` are used.
     """
+    if cache is not None:
+
+        def respond(body: Any) -> tuple[bytes, ...]:
+            reply = anthropic_reply(
+                text=text, tool_calls=tool_calls, usage=cache.usage(body, usage.output_tokens),
+                stop_reason=stop_reason, model=model, text_chunk_size=text_chunk_size,
+                json_chunk_size=json_chunk_size,
+            )  # fmt: skip
+            return reply.chunks
+
+        tool_calls = tuple(tool_calls)
+        return Exchange(headers=SSE_HEADERS, respond=respond)
     calls = tuple(tool_calls)
     events: list[Event] = [("message_start", _message_start(model, usage))]
     blocks: list[list[Event]] = []

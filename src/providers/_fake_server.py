@@ -14,7 +14,8 @@ import json
 import socket
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import uvicorn
@@ -29,6 +30,8 @@ class Exchange:
 
     ``chunks`` are sent one after the other (a streamed body); ``cut_after`` closes the
     connection after that many chunks without finishing the body (a broken stream).
+    ``respond``, when set, makes the chunks from the request's JSON body at request time
+    (a reply whose usage depends on what was sent, like a simulated prompt cache).
     """
 
     status: int = 200
@@ -36,6 +39,7 @@ class Exchange:
     chunks: tuple[bytes, ...] = ()
     cut_after: int | None = None
     chunk_delay_s: float = 0.0
+    respond: Callable[[Any], tuple[bytes, ...]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,14 +112,17 @@ class FakeProvider:
         assert scope["type"] == "http", scope["type"]
         body = await _read_body(receive)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        parsed = _parse(body)
         with self._lock:
             number = len(self.requests) + 1
             self.requests.append(
                 RecordedRequest(
-                    method=scope["method"], path=scope["path"], headers=headers, body=_parse(body)
+                    method=scope["method"], path=scope["path"], headers=headers, body=parsed
                 )
             )
             exchange = self._queue.popleft() if self._queue else None
+            if exchange is not None and exchange.respond is not None:
+                exchange = replace(exchange, chunks=exchange.respond(parsed))
         if exchange is None:
             exchange = json_exchange(
                 500, {"error": {"type": "fake_exhausted", "message": "no scripted reply left"}}

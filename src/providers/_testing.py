@@ -29,6 +29,7 @@ from providers._model import (
     TextChunk,
     TokenUsage,
     ToolCall,
+    ToolResult,
 )
 
 
@@ -145,7 +146,9 @@ class ScriptStep(BaseModel):
     before each chunk; ``error`` fails the call (after ``after_chunks`` chunks). ``match``
     makes the step answer only a request whose text (system prompt and messages) contains
     it: concurrent callers (a planner, parallel executors, a merge) then each get their
-    own replies whatever order they call in.
+    own replies whatever order they call in. A tool call's input string
+    ``"{{result.KEY}}"`` becomes KEY of the request's latest tool result (a JSON object),
+    so a script can pass on an id the server made (``{{result.artifact_id}}``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -237,8 +240,13 @@ class ScriptedModel:
         self.calls.append(request)
         step = self._take(request)
         chunks = step.chunks if step.chunks is not None else _split_words(step.text)
+        result = _last_result(request)
         calls = tuple(
-            ToolCall(id=c.id or f"toolu_{len(self.calls)}_{i}", name=c.name, input=c.input)
+            ToolCall(
+                id=c.id or f"toolu_{len(self.calls)}_{i}",
+                name=c.name,
+                input=_filled(c.input, result),
+            )
             for i, c in enumerate(step.tool_calls)
         )
         reply = Reply(
@@ -276,6 +284,36 @@ class ScriptedModel:
             f"{self._name} has no step left for call {len(self.calls)} "
             f"({len(self._steps)} scripted{unmatched})"
         )
+
+
+_FROM_RESULT = re.compile(r"\{\{result\.([A-Za-z0-9_]+)\}\}")
+"""A scripted tool input's ``"{{result.KEY}}"``: KEY of the latest tool result, so a script
+can pass on an id the server made (``artifact_id``), which it cannot know in advance."""
+
+
+def _last_result(request: ModelRequest) -> dict[str, Any]:
+    """The latest tool result of the request as a JSON object (its first line), or ``{}``."""
+    for message in reversed(request.messages):
+        for part in reversed(message.parts):
+            if isinstance(part, ToolResult):
+                try:
+                    value = json.loads(part.content.split("\n", 1)[0])
+                except ValueError:
+                    return {}
+                return value if isinstance(value, dict) else {}
+    return {}
+
+
+def _filled(value: Any, result: dict[str, Any]) -> Any:
+    """``value`` with every ``"{{result.KEY}}"`` string replaced by ``result[KEY]``."""
+    if isinstance(value, str):
+        found = _FROM_RESULT.fullmatch(value)
+        return result.get(found[1], value) if found else value
+    if isinstance(value, dict):
+        return {k: _filled(v, result) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, result) for v in value]
+    return value
 
 
 def _usage_dict(usage: TokenUsage) -> dict[str, int]:

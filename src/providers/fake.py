@@ -14,11 +14,18 @@ whole ``bosun serve``, through ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL``) at 
 
 OpenAI's SDK wants the ``/v1`` in its base URL (``server.url + "/v1"``) and reads request
 ids from ``x-request-id``: use ``FakeProvider(request_id_header="x-request-id")``.
-A broken stream is ``dataclasses.replace(exchange, cut_after=N)``; recorded transcripts
+``anthropic_reply(..., cache=PromptCache())`` reports cache reads and writes computed from
+what each request sent (a repeated prefix is read). A broken stream is
+``dataclasses.replace(exchange, cut_after=N)``; recorded transcripts
 replay verbatim with ``anthropic_transcript(path)`` / ``openai_transcript(path)``.
 """
 
-from providers._fake_anthropic import anthropic_error, anthropic_reply, anthropic_transcript
+from providers._fake_anthropic import (
+    PromptCache,
+    anthropic_error,
+    anthropic_reply,
+    anthropic_transcript,
+)
 from providers._fake_openai import openai_error, openai_reply, openai_transcript
 from providers._fake_server import (
     Exchange,
@@ -34,6 +41,7 @@ __all__ = [
     "Exchange",
     "FakeProvider",
     "FakeServer",
+    "PromptCache",
     "RecordedRequest",
     "anthropic_error",
     "anthropic_reply",

@@ -17,6 +17,7 @@ from store._approvals import (
     ApprovalStatus,
     Decision,
 )
+from store._artifacts import ARTIFACT_ID_PATTERN, ArtifactRecord, Artifacts
 from store._audit import AuditEntry, AuditLog
 from store._hooks import AgentHooks
 from store._idempotency import IdempotencyClaim
@@ -45,6 +46,7 @@ from store._webhooks import (
 metadata = Base.metadata
 
 __all__ = [
+    "ARTIFACT_ID_PATTERN",
     "DELIVERIES_KEY",
     "NOTICE_TYPES",
     "AgentCosts",
@@ -56,6 +58,8 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalStatus",
     "Approvals",
+    "ArtifactRecord",
+    "Artifacts",
     "AttemptRecord",
     "AttemptResult",
     "AuditEntry",

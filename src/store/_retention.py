@@ -2,7 +2,8 @@
 
 The log's rule is that events are never updated or deleted *within* a session; retention
 is the one exception, and it only ever removes a session together with everything that
-hangs off it (events, turns, tool executions, usage rows, approvals), so no log is left
+hangs off it (events, turns, tool executions, usage rows, approvals,
+artifacts), so no log is left
 partial. A session is kept while one of its turns is ``running`` or ``suspended`` (a
 suspended turn still waits for the user's answer) or one of its calls waits in the
 approval inbox. Audit rows (``audit_log``) record changes to org
@@ -20,6 +21,7 @@ from sqlalchemy import ColumnElement, Select, delete, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._approvals import ApprovalRow
+from store._artifacts import ArtifactRow
 from store._db import Database
 from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, UsageRow
 
@@ -32,6 +34,7 @@ _CHILDREN: Final = (
     ("tool_executions", ToolExecutionRow),
     ("usage", UsageRow),
     ("approvals", ApprovalRow),
+    ("artifacts", ArtifactRow),
     ("turns", TurnRow),
 )
 
@@ -52,6 +55,7 @@ class PruneReport:
     tool_executions: int = 0
     usage: int = 0
     approvals: int = 0
+    artifacts: int = 0
     kept_waiting: int = 0
 
     def to_dict(self) -> dict[str, Any]:

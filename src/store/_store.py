@@ -7,6 +7,7 @@ from sqlalchemy import text
 from store._agent_costs import AgentCosts
 from store._agents import Agents
 from store._approvals import Approvals
+from store._artifacts import Artifacts
 from store._audit import AuditLog
 from store._db import Database
 from store._hooks import AgentHooks
@@ -53,6 +54,7 @@ class Store:
         self.notices = Notices(self.db, self.log.notifier)  # wakes like the log
         self.webhooks = Webhooks(self.db, box)
         self.approvals = Approvals(self.db)
+        self.artifacts = Artifacts(self.db)
 
     @property
     def dialect(self) -> str:

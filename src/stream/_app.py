@@ -27,6 +27,7 @@ from stream import (
     _actions,
     _agents,
     _approvals,
+    _artifacts,
     _budget,
     _hooks,
     _keys,
@@ -55,6 +56,8 @@ ROUTES = [
     _routes.session_events,
     _routes.session_stream,
     _budget.session_budget,
+    _artifacts.list_artifacts,
+    _artifacts.artifact_detail,
     _resolve.confirm_tool,
     _resolve.pick_candidate,
     _actions.undo_tool,
@@ -97,7 +100,8 @@ ROUTES = [
 
 def profile_choices(policy: AgentPolicy) -> dict[str, dict[str, Any]]:
     """What an agent profile may name on this server, for its OpenAPI schema: the tools and
-    routers (``tools``, ``approvals``, ``approval_modes``) and the model specs (per role)."""
+    routers (``tools``, ``approvals``, ``approval_modes``), the per-user sources
+    (``user_data``) and the model specs (per role)."""
     names = policy.tools.names()
     granted = sorted({*names, *(f"{n.split('.', 1)[0]}.*" for n in names)})
     tool_list = {"type": "array", "maxItems": 200, "items": {"enum": granted}} if granted else {
@@ -113,8 +117,12 @@ def profile_choices(policy: AgentPolicy) -> dict[str, dict[str, Any]]:
             "propertyNames": {"enum": granted},
             "additionalProperties": {"enum": ["suspend", "defer"]},
         },
+        "user_data": {
+            "type": "array", "maxItems": 20, "uniqueItems": True,
+            "items": {"enum": sorted(policy.user_data)},
+        } if policy.user_data else {"type": "array", "maxItems": 0},
         **{role: specs for role in ("planner", "executor", "merger", "summariser")},
-    }
+    }  # fmt: skip
 
 
 def create_app(

@@ -20,6 +20,7 @@ from litestar.params import ParameterKwarg, QueryParameter
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
+from store import ARTIFACT_ID_PATTERN
 from stream._errors import ApiError
 
 MAX_SEQ = 2**63 - 1
@@ -39,6 +40,7 @@ PATH_IDS: dict[str, tuple[str, str]] = {
     "tool_use_id": (TOOL_USE_ID_PATTERN, "a tool use id (1-64 printable ASCII characters)"),
     "run_id": (RUN_ID_PATTERN, "a run id (run_ and 32 hex digits)"),
     "webhook_id": (r"^wh_[0-9a-f]{32}$", "a webhook id (wh_ and 32 hex digits)"),
+    "artifact_id": (ARTIFACT_ID_PATTERN, "an artifact id (art_ and 24 hex digits)"),
 }
 """Path parameters by name: the pattern they must match on every route, and what they are."""
 

@@ -68,6 +68,17 @@ class SourceOut(BaseModel):
     tokens: int
     truncated: bool
     error: str | None
+    budget: int | None = Field(
+        default=None, description="The source's own token budget; null: the section's only."
+    )
+    cuts: list[CutOut] = Field(
+        default_factory=list, description="What fitting the source into its own budget cut."
+    )
+
+
+class ModelCallOut(UsageFiguresOut):
+    role: str
+    model: str
 
 
 class TurnBudgetOut(BaseModel):
@@ -78,6 +89,11 @@ class TurnBudgetOut(BaseModel):
     usage: UsageOut = Field(description="The provider-reported usage of the turn.")
     compressed: list[CompressionOut]
     sources: list[SourceOut]
+    model_calls: list[ModelCallOut] = Field(
+        default_factory=list,
+        description="Each model call's provider-reported usage, in order, with its own "
+        "cache_hit_ratio.",
+    )
 
 
 class SessionBudgetOut(BaseModel):

@@ -50,6 +50,7 @@ ErrorCode = Literal[
     "tool_blocked",
     "invalid_schedule",
     "unknown_tool",
+    "unknown_source",
     "model_not_allowed",
     "invalid_webhook_url",
     "invalid_webhook_secret",

@@ -9,7 +9,6 @@ after a restart. Either way the response is the turn's SSE stream from the answe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from litestar import post
@@ -17,13 +16,13 @@ from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from events import Done, Event, ToolResolved, UserMessage
-from executors import PendingCall, PlanSuspended, restore
-from planner import Plan
-from store import Store, TurnRecord
+from events import Done, Event, ToolResolved
+from executors import PendingCall
+from store import Store
 from stream._api import AuthedRequest, Services, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError
+from stream._questions import is_pending, waiting_turn
 from stream._routes import session_for, sse_stream
 from tools import approval_notice, rejection
 
@@ -40,32 +39,6 @@ class PickIn(BaseModel):
     id: Annotated[
         str, Field(min_length=1, max_length=200, description="The chosen candidate's id.")
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class _Waiting:
-    """A suspended turn as its log tells it."""
-
-    turn: TurnRecord
-    opening: UserMessage
-    plan: Plan
-    paused: PlanSuspended
-
-    def call(self, tool_use_id: str) -> PendingCall | None:
-        """The pending call ``tool_use_id`` if it waits for the user's answer."""
-        return next(
-            (
-                call
-                for step in self.paused.suspended
-                for call in step.pending
-                if call.tool_use_id == tool_use_id and call.needs is not None
-            ),
-            None,
-        )
-
-    @property
-    def asks(self) -> list[PendingCall]:
-        return [c for s in self.paused.suspended for c in s.pending if c.needs is not None]
 
 
 @post(
@@ -123,14 +96,14 @@ async def answer_call(
     record = await session_for(services, principal, session_id)
     store = services.store
     async with services.locks(record.id):
-        waiting = await _waiting(store, record.id)
+        waiting = await waiting_turn(store, record.id)
         call = waiting.call(tool_use_id) if waiting is not None else None
         if waiting is None or call is None:
             raise await _not_waiting(store, record.id, tool_use_id)
         turn = waiting.turn
         event = await _record(store, record.id, call, answer, turn_id=turn.id, by=principal)
         await _announce(store, turn.id, call)
-        still = [c.tool_use_id for c in waiting.asks if await _is_pending(store, c, turn.id)]
+        still = [c.tool_use_id for c in waiting.asks if await is_pending(store, c, turn.id)]
         if still:
             closing: list[Event] = [event, Done(session_id=record.id, status="suspended")]
             stored = await store.log.append(record.id, closing, turn_id=turn.id, finish="suspended")
@@ -150,22 +123,6 @@ async def answer_call(
                 suspended=(waiting.plan, waiting.paused),
             )
     return stored[0].seq - 1, turn.id
-
-
-async def _waiting(store: Store, session_id: str) -> _Waiting | None:
-    """The session's latest turn if it is suspended, with what its log says it waits for.
-    Only the latest: once the user has sent another message, older questions are moot."""
-    turns = await store.sessions.turns(session_id)
-    if not turns or turns[-1].status != "suspended":
-        return None
-    turn = turns[-1]
-    events = await store.log.read(session_id, turn_id=turn.id)
-    opening = next((e.event for e in events if e.type == "user_message"), None)
-    snapshot = next((e for e in reversed(events) if e.type == "turn_suspended"), None)
-    if snapshot is None or not isinstance(opening, UserMessage):
-        return None
-    plan, paused = restore(snapshot.data)
-    return _Waiting(turn=turn, opening=opening, plan=plan, paused=paused)
 
 
 async def _not_waiting(store: Store, session_id: str, tool_use_id: str) -> ApiError:
@@ -250,6 +207,11 @@ async def _record(
                 f"Tool call {call.tool_use_id!r} waits for a {call.needs}: "
                 f"POST .../{route}/{call.tool_use_id}"
             )
+            if call.needs == "answer":
+                message = (
+                    f"Tool call {call.tool_use_id!r} is a question: answer it with your next "
+                    "message in the session (POST /v1/chat/stream with its session_id)"
+                )
             raise ApiError(400, "invalid_request", message)
     if not won:
         row = await store.tool_executions.get(call.tool_use_id, turn_id=turn_id)
@@ -263,8 +225,3 @@ async def _announce(store: Store, turn_id: str, call: PendingCall) -> None:
     approval = await store.approvals.for_call(turn_id, call.tool_use_id)
     if approval is not None and call.needs == "confirmation":
         await store.notices.publish(approval.org_id, "approval_resolved", approval_notice(approval))
-
-
-async def _is_pending(store: Store, call: PendingCall, turn_id: str) -> bool:
-    row = await store.tool_executions.get(call.tool_use_id, turn_id=turn_id)
-    return row is None or row.status == "pending"

@@ -36,6 +36,7 @@ from stream._auth import Principal
 from stream._bounds import check_message_length, event_cursor, int_query, utc_instant
 from stream._errors import ApiError, trace_id_of
 from stream._limits import enforce_rate_limits
+from stream._questions import answer_questions
 from stream._sse import SSE_HEADERS, tail
 from turn import ModelNotAllowedError, TurnHandle, TurnRoleModels, new_session
 
@@ -116,7 +117,11 @@ async def _start_turn(
         claim = held
     try:
         await enforce_rate_limits(services, principal)
-        handle = await _open_turn(services, request, body, session_id, (setup, models))
+        handle = None
+        if session_id is not None:  # a question waiting in the session: this answers it
+            handle = await answer_questions(services, principal, session_id, body.message)
+        if handle is None:
+            handle = await _open_turn(services, request, body, session_id, (setup, models))
     except BaseException:
         if claim is not None:  # no turn started: a retry may claim the key again
             await services.store.idempotency.release(claim)
@@ -226,7 +231,7 @@ async def chat_stream(
     idempotency_key: IdempotencyKey = None,
 ) -> Stream:
     handle = await _start_turn(services, request, data, idempotency_key)
-    return sse_stream(services, handle.session_id, turn_id=handle.turn_id)
+    return sse_stream(services, handle.session_id, after=handle.after, turn_id=handle.turn_id)
 
 
 @post("/v1/chat", status_code=200, summary="Send a user turn; wait for its end")
@@ -258,7 +263,8 @@ async def chat(
 
 
 async def _finished_turn(services: Services, handle: TurnHandle) -> list[StoredEvent]:
-    """The turn's events once it has ended (or stopped for the user), read from its log.
+    """The turn's events once it has ended (or stopped for the user), read from its log
+    (those after ``handle.after``: a resumed turn's part that this request started).
 
     A retry may re-attach to a turn another worker runs, whose appends wake nobody here:
     the log is then polled every ``FOLLOW_POLL_S``, up to the turn timeout.
@@ -269,12 +275,14 @@ async def _finished_turn(services: Services, handle: TurnHandle) -> list[StoredE
         async with asyncio.timeout(services.config.turn_timeout_s):
             while True:
                 wake.clear()
-                events = await log.read(handle.session_id, turn_id=handle.turn_id)
+                events = await log.read(
+                    handle.session_id, after=handle.after, turn_id=handle.turn_id
+                )
                 if any(e.type == "done" for e in events):
                     return events
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=FOLLOW_POLL_S)
-    return await log.read(handle.session_id, turn_id=handle.turn_id)
+    return await log.read(handle.session_id, after=handle.after, turn_id=handle.turn_id)
 
 
 @get("/v1/sessions", summary="The caller's sessions, most recently active first")

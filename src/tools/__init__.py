@@ -4,7 +4,22 @@ policies (validation, roles, capabilities, confirmation, timeouts, recorded exec
 undo), and the demo toolset (``tools.demo``).
 """
 
+from tools._artifacts import (
+    ArtifactType,
+    artifact_type,
+    create_artifact,
+    register_artifact_type,
+    revise_artifact,
+)
+from tools._comms import (
+    ASK_USER_TOOL,
+    COMMUNICATION_TOOLS,
+    IDLE_TOOL,
+    NOTIFY_TOOL,
+    communication_tools,
+)
 from tools._executions import rejection
+from tools._notify_user import GET_ARTIFACT, NOTIFY_USER, artifact_json, artifact_tools
 from tools._registry import Inverse, ToolDef, ToolRegistry, UnknownToolError, UserRole
 from tools._runner import (
     Capabilities,
@@ -18,6 +33,13 @@ from tools._runner import (
 from tools._runtime import ToolContext, ToolError, record_audit
 
 __all__ = [
+    "ASK_USER_TOOL",
+    "COMMUNICATION_TOOLS",
+    "GET_ARTIFACT",
+    "IDLE_TOOL",
+    "NOTIFY_TOOL",
+    "NOTIFY_USER",
+    "ArtifactType",
     "Capabilities",
     "Inverse",
     "Needs",
@@ -32,6 +54,13 @@ __all__ = [
     "UnknownToolError",
     "UserRole",
     "approval_notice",
+    "artifact_json",
+    "artifact_tools",
+    "artifact_type",
+    "communication_tools",
+    "create_artifact",
     "record_audit",
+    "register_artifact_type",
     "rejection",
+    "revise_artifact",
 ]

@@ -23,6 +23,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from events import Event
 from store import ToolExecutionRecord
 from tools._registry import ToolDef
 from tools._runtime import ToolContext, ToolError
@@ -33,7 +34,9 @@ MAX_RESULT_CHARS = 4_000
 MAX_LISTED_ERRORS = 8
 MAX_TOOL_USE_ID = 64  # the tool_executions.tool_use_id column
 
-Needs = Literal["confirmation", "pick"]
+Needs = Literal["confirmation", "pick", "answer"]
+"""What a call waits for: an approval, a pick among candidates, or the user's answer
+(a ``user_question`` tool: the next message in the session)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,7 +69,10 @@ class ToolFailure:
 class ToolOutcome:
     """What became of one call. ``needs`` is set when it must wait for a human (nothing
     ran); otherwise ``ok`` with a JSON-ready ``output``, or an ``error``. ``queued``: the
-    call was deferred to the approval inbox (nothing ran; ``output`` says so)."""
+    call was deferred to the approval inbox (nothing ran; ``output`` says so). ``events``:
+    what the handler emitted on this run (``ToolContext.emit``: ``artifact``,
+    ``agent_message``), for the executor to log after ``tool_completed``; a replayed
+    outcome has none (they were logged when it ran)."""
 
     tool_use_id: str
     tool: str  # the registry name (the name as called when no such tool exists)
@@ -77,6 +83,7 @@ class ToolOutcome:
     duration_ms: int = 0
     needs: Needs | None = None
     queued: bool = False
+    events: tuple[Event, ...] = ()  # what the handler emitted: logged after tool_completed
 
     def as_result_text(self, *, limit: int = MAX_RESULT_CHARS) -> str:
         """Compact JSON for the ``tool_result`` the model sees: the output (``{"ok":true}``

@@ -21,7 +21,7 @@ from tools._schema import model_schema, signature
 
 Category = Literal["read", "write", "destructive"]
 Confirm = Literal["never", "destructive", "always"]
-Kind = Literal["normal", "user_picker"]
+Kind = Literal["normal", "user_picker", "user_question"]
 UserRole = Literal["owner", "staff", "member"]
 Detail = Literal["name", "summary", "full"]
 
@@ -92,10 +92,12 @@ class ToolDef:
                 f"Tool {self.name!r} is destructive, so it must be confirmed: use "
                 "confirm='destructive' or 'always', or category='write'"
             )
-        if self.kind == "user_picker" and (self.category != "read" or self.handler):
+        if self.kind != "normal" and (self.category != "read" or self.handler):
+            picker = self.kind == "user_picker"
+            what, answer = ("picker", "pick") if picker else ("question", "reply")
             raise ValueError(
-                f"Tool {self.name!r} is a user picker: it must be category='read' and take "
-                "no handler (the user's pick is its output)"
+                f"Tool {self.name!r} is a user {what}: it must be category='read' and take "
+                f"no handler (the user's {answer} is its output)"
             )
         if self.category == "read" and (self.inverse or self.audit):
             raise ValueError(
@@ -142,7 +144,7 @@ class ToolDef:
         tags: list[str] = [] if self.category == "read" else [self.category]
         if self.needs_confirmation:
             tags.append("confirm")
-        if self.kind == "user_picker":
+        if self.kind != "normal":
             tags.append("asks the user")
         tag = f" [{', '.join(tags)}]" if tags else ""
         return f"{self.name}({signature(model_schema(self.input_model))}){tag}: {self.summary}"

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
+from events import Event
 from store import ApprovalMode, ApprovalRecord, Store, ToolExecutionRecord
 from tools._executions import (
     MAX_RESULT_CHARS,
@@ -110,7 +111,7 @@ class Capabilities:
     def shown(self, tool: ToolDef) -> ToolDef:
         """``tool`` as this profile uses it: marked ``confirm='always'`` where the profile's
         approval policy asks for it, so every listing and pre-flight says so."""
-        if tool.needs_confirmation or tool.kind == "user_picker":
+        if tool.needs_confirmation or tool.kind != "normal":
             return tool
         if not _names(tool.name, self.confirm):
             return tool
@@ -282,15 +283,19 @@ class ToolRunner:
     ) -> _Ran:
         """Run the handler under the runner's timeout; a ``ToolError`` is a failed run."""
         started = time.perf_counter()
+        emitted: list[Event] = []
+        scoped = replace(
+            ctx, tool_use_id=call.tool_use_id, session_id=call.session_id,
+            turn_id=call.turn_id, step_id=call.step_id, events=emitted,
+        )  # fmt: skip
         try:
-            scoped = replace(ctx, tool_use_id=call.tool_use_id)
             result = await invoke(tool, args, scoped, timeout_s=self.timeout_s)
             value, output = output_of(tool, result)
             inverse = inverse_of(tool, args, value)
         except ToolError as exc:
             failure = ToolFailure(code=exc.code, message=exc.message, hint=exc.hint)
-            return _Ran(None, None, failure, _ms_since(started))
-        return _Ran(output, inverse, None, _ms_since(started))
+            return _Ran(None, None, failure, _ms_since(started), tuple(emitted))
+        return _Ran(output, inverse, None, _ms_since(started), tuple(emitted))
 
     async def _finish(self, ran: _Ran, call: ToolCallRequest, tool: ToolDef) -> ToolOutcome:
         """Settle the call's recorded row with how it ran (the stored result stands if
@@ -391,6 +396,7 @@ class _Ran:
     inverse: dict[str, Any] | None
     failure: ToolFailure | None
     duration_ms: int
+    events: tuple[Event, ...] = ()  # what the handler emitted (artifacts, messages)
 
     @property
     def status(self) -> Literal["succeeded", "failed"]:
@@ -409,6 +415,7 @@ class _Ran:
             error=self.failure,
             inverse_available=self.inverse is not None,
             duration_ms=self.duration_ms,
+            events=self.events,
         )
 
 
@@ -457,11 +464,13 @@ def _ms_since(started: float) -> int:
 
 
 def _needs(tool: ToolDef, caps: Capabilities, *, approved: bool) -> Needs | None:
-    """What a human must do before ``tool`` may run: pickers always wait for a pick (the
-    user's answer is their output); confirmed tools (by the tool or by the profile's
-    approval policy) wait unless already approved."""
+    """What a human must do before ``tool`` may run: pickers always wait for a pick and
+    questions for the user's next message (either is their output); confirmed tools (by
+    the tool or by the profile's approval policy) wait unless already approved."""
     if tool.kind == "user_picker":
         return "pick"
+    if tool.kind == "user_question":
+        return "answer"
     if caps.needs_approval(tool) and not approved:
         return "confirmation"
     return None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from events import Event
 from store import Store
 from tools._registry import UserRole
 
@@ -20,6 +21,10 @@ class ToolContext:
     ids of the calls it ran so far (shared by its executors). A read whose id is not in it
     cannot have been recorded before, so it runs without a look at the records first;
     ``None`` (a resumed or taken-over turn, an undo) means every call looks first.
+
+    The runner sets ``session_id``, ``turn_id``, ``step_id`` and a fresh ``events`` list
+    per call: what ``emit`` queues (an ``artifact`` event, an ``agent_message``) comes back
+    on the outcome (``ToolOutcome.events``) for the executor to log.
     """
 
     store: Store
@@ -28,6 +33,16 @@ class ToolContext:
     role: UserRole
     tool_use_id: str | None = None
     calls_run: set[str] | None = None
+    session_id: str | None = None
+    turn_id: str | None = None
+    step_id: str | None = None
+    events: list[Event] | None = field(default=None, compare=False)
+
+    def emit(self, event: Event) -> None:
+        """Queue ``event`` for the executor to log after this call's ``tool_completed``
+        (handlers never write the log themselves); outside a runner call it is dropped."""
+        if self.events is not None:
+            self.events.append(event)
 
 
 class ToolError(Exception):

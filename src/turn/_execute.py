@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from context import Item
+from context import Item, SourceScope
 from events import FailedStep, TurnStatus
 from executors import (
     Emit,
     ExecutorKit,
     PlanSuspended,
     StepCounter,
+    StepEnd,
     StepResult,
     StepShare,
     TurnScope,
@@ -35,6 +36,7 @@ from planner import Plan
 from providers import ModelError, ProviderErrorCode, StopReason
 from store import Store
 from tools import ToolRunner
+from turn._forced import conversation_items
 from turn._observe import confirmation_pending
 from turn._phases import TurnKit
 from turn._work import Ask, Crew, Work
@@ -76,8 +78,14 @@ async def execute_plan(
         limits=kit.executor_limits,
         identity=kit.identity,
         steps=None if kit.max_steps is None else StepCounter(kit.max_steps),
+        loop=kit.loop,
+        user_data=kit.user_data_for(
+            kit.budgets.executor, source_scope(scope), kit.counter(crew.executor)
+        ),
     )
     data = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in ask.knowledge]
+    if kit.forced and plan.strategy == "tool":  # the whole turn: it needs the conversation
+        data = [*conversation_items(ask.text, ask.view), *data]
     outcome = await run_plan(
         plan, kit=executors, scope=scope, emit=emit, data=data, resume=work.paused, budget=budget,
         concurrency=kit.plan_limits.max_executors,
@@ -89,6 +97,7 @@ async def execute_plan(
     step_limit(outcome.results)  # past the agent's step limit, the turn fails
     if plan.strategy == "tool" or not any(r.ok for r in outcome.results):
         provider_failure(outcome.results)  # nothing stands without the provider: fail
+        step_limit(outcome.results, FORCED_ENDS)  # nor a forced loop that went wrong
     if plan.strategy == "tool":  # the step's executor already streamed the answer
         return Executed(status="completed", stop_reason="end_turn", failed=failed)
     merged = await merge(
@@ -97,6 +106,12 @@ async def execute_plan(
         identity=kit.identity,
     )  # fmt: skip
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
+
+
+def source_scope(scope: TurnScope) -> SourceScope:
+    """Who the turn's sources fetch for: its org, user and session."""
+    ctx = scope.ctx
+    return SourceScope(org_id=ctx.org_id, user_id=ctx.user_id, session_id=scope.session_id)
 
 
 def _suspend(plan: Plan, outcome: PlanSuspended, scope: TurnScope, emit: Emit) -> None:
@@ -120,21 +135,32 @@ def failed_steps(results: Sequence[StepResult]) -> tuple[FailedStep, ...]:
 
 
 class StepLimitError(Exception):
-    """The turn's executors used every step their agent allows; ``message`` says what was
-    done by then (a partial summary)."""
+    """The turn's executors used every step their agent allows (``code`` ``max_steps``),
+    or its forced loop ended wrongly (``max_iterations``, ``no_tool_call``); ``message``
+    says what was done by then (a partial summary)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, code: str = "max_steps") -> None:
         super().__init__(message)
         self.message = message
+        self.code = code
 
 
-def step_limit(results: Sequence[StepResult]) -> None:
-    """Raise ``StepLimitError`` with a partial summary when a step hit the step limit."""
-    if not any(r.ended == "max_steps" for r in results):
+FORCED_ENDS: frozenset[StepEnd] = frozenset({"max_iterations", "no_tool_call"})
+"""How a forced loop fails its turn when nothing else stands (a ``tool`` plan's step)."""
+
+
+def step_limit(
+    results: Sequence[StepResult], ends: frozenset[StepEnd] = frozenset({"max_steps"})
+) -> None:
+    """Raise ``StepLimitError`` with a partial summary when a step ended one of ``ends``
+    way (by default: it hit the agent's step limit)."""
+    hit = next((r for r in results if r.ended in ends and r.error is not None), None)
+    if hit is None or hit.error is None:
         return
     done = "\n".join(f"- {r.step_id}: {r.summary}" for r in results if r.summary)
-    limit = next(r.error for r in results if r.ended == "max_steps" and r.error is not None)
-    raise StepLimitError(f"{limit.message}. Done so far:\n{done}" if done else limit.message)
+    limit = hit.error
+    message = f"{limit.message}. Done so far:\n{done}" if done else limit.message
+    raise StepLimitError(message, limit.code)
 
 
 def provider_failure(results: Sequence[StepResult]) -> None:

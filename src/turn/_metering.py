@@ -112,6 +112,7 @@ class TurnMeter:
     session_id: str | None  # None: a dry run, counted per day but with no usage row
     turn_id: str
     by_role: dict[str, tuple[TokenUsage, int]] = field(default_factory=dict)
+    calls: list[dict[str, int | float | str | None]] = field(default_factory=list)
     tier: str | None = None
     _cap: int | None = None
 
@@ -161,6 +162,7 @@ class TurnMeter:
         cost = cost_usd_micros(completion.model, usage)
         before, before_cost = self.by_role.get(role, (TokenUsage(), 0))
         self.by_role[role] = (before + usage, before_cost + cost)
+        self.calls.append(call_figures(role, completion.model, usage, cost))
         return UsageRecord(
             session_id=self.session_id or "",
             turn_id=self.turn_id,
@@ -236,14 +238,14 @@ class TurnMeter:
     def usage_event(self) -> Usage:
         """The turn's totals and per-role breakdown; cost in micro-dollars."""
         total = sum((u for u, _ in self.by_role.values()), TokenUsage())
-        seen = total.cache_read_tokens + total.input_tokens
         return Usage(
             input_tokens=total.input_tokens,
             output_tokens=total.output_tokens,
             cache_read_tokens=total.cache_read_tokens,
             cache_write_tokens=total.cache_write_tokens,
             cost_usd_micros=sum(cost for _, cost in self.by_role.values()),
-            cache_hit_ratio=round(total.cache_read_tokens / seen, 4) if seen else None,
+            cache_hit_ratio=hit_ratio(total),
+            calls=[dict(call) for call in self.calls] or None,
             by_role={
                 role: {
                     "input_tokens": u.input_tokens,
@@ -255,6 +257,30 @@ class TurnMeter:
                 for role, (u, cost) in self.by_role.items()
             },
         )
+
+
+def hit_ratio(usage: TokenUsage) -> float | None:
+    """``cache_read / (cache_read + input)``: the share of the prompt's unwritten tokens
+    served from the cache (``None`` when both are 0)."""
+    seen = usage.cache_read_tokens + usage.input_tokens
+    return round(usage.cache_read_tokens / seen, 4) if seen else None
+
+
+def call_figures(
+    role: str, model: str, usage: TokenUsage, cost: int
+) -> dict[str, int | float | str | None]:
+    """One model call's line in the ``usage`` event's ``calls``: role, model, tokens,
+    cost and its own cache-hit ratio (numbers and names only)."""
+    return {
+        "role": role,
+        "model": model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cost_usd_micros": cost,
+        "cache_hit_ratio": hit_ratio(usage),
+    }
 
 
 class MeteredModel:

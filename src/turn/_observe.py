@@ -218,7 +218,8 @@ def turn_ended(
 
 def confirmation_pending(*, session_id: str, turn_id: str, waiting: Suspended) -> None:
     """``confirmation_pending``, once per call of a suspended step that waits for the user:
-    the tool, its call id and ``confirm`` (``destructive``, ``always`` or ``pick``)."""
+    the tool, its call id and ``confirm`` (``destructive``, ``always``, ``pick`` or
+    ``answer``: a question; the question's text is the user's business and never logged)."""
     for call in waiting.pending:
         if call.needs is None:
             continue
@@ -229,7 +230,7 @@ def confirmation_pending(*, session_id: str, turn_id: str, waiting: Suspended) -
             step_id=waiting.step_id,
             tool=call.tool,
             tool_use_id=call.tool_use_id,
-            confirm="pick" if call.needs == "pick" else call.confirm,
+            confirm=call.confirm if call.needs == "confirmation" else call.needs,
         )
 
 

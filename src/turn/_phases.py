@@ -7,21 +7,24 @@ planning falls back to a safe plan, and a failing source is recorded and skipped
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from context import (
+    PROFILE_SECTION,
     Budgets,
     History,
+    RoleBudget,
     SourceLoad,
     SourceRegistry,
     SourceScope,
     TokenCounter,
+    UserData,
     load_sources,
     loads_from_log,
     loads_needed,
 )
 from events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
-from executors import ExecutorLimits, StepShare
+from executors import ExecutorLimits, Loop, StepShare
 from planner import Catalogue, PlanLimits, Planning, PlanOutcome, make_plan
 from providers import Model
 from store import StoredEvent
@@ -48,8 +51,14 @@ class TurnKit:
     summariser_timeout_s: float = 20.0
     identity: str = ""
     max_steps: int | None = None  # the agent's model turns for all of a turn's executors
+    user_data: tuple[str, ...] = ()  # the agent's per-user sources: its user-data block
+    loop: Loop = "default"  # forced_tools: every model call calls a tool (turn._forced)
     wall_time_s: float | None = None  # the agent's bound on a turn (the server's still holds)
     _counters: dict[str, TokenCounter] = field(default_factory=dict)
+
+    @property
+    def forced(self) -> bool:
+        return self.loop == "forced_tools"
 
     def counter(self, model: Model) -> TokenCounter:
         """One counter per model family and name (loading an encoding costs ~0.2 s)."""
@@ -57,6 +66,22 @@ class TurnKit:
         if counter is None:
             counter = self._counters[model.name] = TokenCounter(model.name)
         return counter
+
+    def user_data_for(
+        self, budget: RoleBudget, scope: SourceScope, counter: TokenCounter
+    ) -> UserData | None:
+        """The agent's user-data block for a role whose budget has a ``profile`` section
+        (``None``: the agent declares no user data, or the role has no room for it)."""
+        if not self.user_data or PROFILE_SECTION not in budget.names:
+            return None
+        return UserData(
+            registry=self.sources,
+            names=self.user_data,
+            scope=scope,
+            counter=counter,
+            allocation=budget.tokens(PROFILE_SECTION),
+            timeout_s=self.source_timeout_s,
+        )
 
     def planning(self, role: UserRole, model: Model) -> Planning:
         """What ``model`` plans with for a caller with ``role``."""
@@ -115,10 +140,17 @@ async def plan_turn(
     role: UserRole,
     view: History,
     log: Sequence[StoredEvent],
+    scope: SourceScope | None = None,
 ) -> PlanOutcome:
+    """Plan ``text``; with a ``scope``, the planner sees the agent's user-data block."""
     loaded = [load.describe() for load in loads_from_log(log)]
+    planning = kit.planning(role, model)
+    user = None
+    if scope is not None:
+        loader = kit.user_data_for(kit.budgets.planner, scope, kit.counter(model))
+        user = await loader.load() if loader is not None else None
     return await make_plan(
-        model, text, kit.planning(role, model), history=view.messages, loaded=loaded
+        model, text, planning, history=view.messages, loaded=loaded, user_data=user
     )
 
 
@@ -151,6 +183,8 @@ async def load_picked_sources(
             params=dict(r.params),
             text=r.text or None,
             error=r.error,
+            budget=r.budget,
+            cuts=[asdict(cut) for cut in r.cuts] or None,
         )
         for r in loaded.results
     ]

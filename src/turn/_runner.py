@@ -31,9 +31,13 @@ CANCEL_TIMEOUT_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class TurnHandle:
+    """A started turn; ``after`` is the log position its events for this request follow
+    (non-zero when a message answered a suspended turn's question and resumed it)."""
+
     session_id: str
     turn_id: str
     trace_id: str
+    after: int = 0
 
 
 async def new_session(

@@ -37,13 +37,14 @@ from events import (
     TurnStatus,
 )
 from executors import PlanSuspended, StepShare, TurnScope, answer
-from planner import Plan
+from planner import Plan, PlanOutcome
 from providers import Model, ModelError, StopReason
 from store import Store, StoredEvent
 from tools import ToolContext, UserRole
 from turn import _observe as observe
 from turn._appender import BatchingAppender
 from turn._execute import StepLimitError, execute_plan
+from turn._forced import forced_plan
 from turn._metering import BudgetExceededError, TurnMeter
 from turn._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
 from turn._takeover import checkpoint
@@ -203,8 +204,8 @@ def _failure(turn: Turn, exc: Exception) -> Error:
             log.info("turn.budget_exceeded", org_id=turn.org_id)
             return _error(turn, "budget_exceeded", exc.message)
         case StepLimitError():
-            log.info("turn.max_steps", org_id=turn.org_id)
-            return _error(turn, "max_steps", exc.message)
+            log.info(f"turn.{exc.code}", org_id=turn.org_id)
+            return _error(turn, exc.code, exc.message)
         case TimeoutError():
             message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
             return _error(turn, "provider_timeout", message)
@@ -284,6 +285,11 @@ async def _run(job: _Job) -> Ending:
             work = await _plan(job, turn.planner, view, log)
         case Direct():
             work = Work()
+            if job.kit.forced:  # no planner: logged here, as a planned one is, for takeovers
+                forced = _forced_plan(job, None)
+                work = Work(plan=forced)
+                for event in plan_events(PlanOutcome(plan=forced, attempts=0)):
+                    job.out.add(event)
         case Resumed(plan=plan, paused=paused):
             work = Work(plan=plan, paused=paused)
         case TakenOver(plan=plan, events=mine):
@@ -308,16 +314,29 @@ async def _run(job: _Job) -> Ending:
 async def _plan(job: _Job, planner: Model, view: History, log: list[StoredEvent]) -> Work:
     """Plan the turn and load the sources the plan picked, logging both."""
     turn, kit = job.turn, job.kit
-    outcome = await plan_turn(kit, planner, turn.text, role=turn.role, view=view, log=log)
+    scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
+    outcome = await plan_turn(
+        kit, planner, turn.text, role=turn.role, view=view, log=log, scope=scope
+    )
+    if kit.forced:  # the planner picked the sources; the turn is one forced loop
+        outcome = replace(outcome, plan=_forced_plan(job, outcome.plan))
     for event in plan_events(outcome):
         job.out.add(event)
-    scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
     loaded = await load_picked_sources(
         kit, outcome, scope=scope, log=log, counter=kit.counter(job.model)
     )
     for event in loaded:
         job.out.add(event)
     return Work(plan=outcome.plan, loaded=tuple(loaded))
+
+
+def _forced_plan(job: _Job, plan: Plan | None) -> Plan:
+    """What a forced-tools agent's turn runs instead of ``plan`` (see ``turn._forced``)."""
+    kit, turn = job.kit, job.turn
+    assert kit.tools is not None, "a forced-tools agent always has its communication tools"
+    tools = kit.capabilities.usable(kit.tools.for_role(turn.role))
+    limit = kit.executor_limits.max_tool_calls
+    return forced_plan(plan, text=turn.text, tools=tools, max_tool_calls=limit)
 
 
 async def _execute(job: _Job, work: Work, ask: Ask, *, first: bool) -> Ending:

@@ -176,9 +176,11 @@ async def test_the_report_folds_calls_usage_sources_and_compression_per_turn(sto
     assert [(c["section"], c["action"]) for c in profile_cut] == [("profile", "truncated")]
     assert first["calls"][0]["sections"][3] == {"name": "profile", "allocated": 300, "used": 20}
     assert first["sources"] == [
-        {"source": "members", "tokens": 120, "truncated": True, "error": None},
-        {"source": "schedule", "tokens": 0, "truncated": False, "error": "timed out"},
-    ]
+        {"source": "members", "tokens": 120, "truncated": True, "error": None,
+         "budget": None, "cuts": []},
+        {"source": "schedule", "tokens": 0, "truncated": False, "error": "timed out",
+         "budget": None, "cuts": []},
+    ]  # fmt: skip
     assert first["compressed"] == []
     assert first["usage"] == {
         "by_role": {

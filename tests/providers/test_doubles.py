@@ -26,6 +26,7 @@ from providers import (
     TextChunk,
     TokenUsage,
     ToolCall,
+    ToolResult,
     model_from_spec,
 )
 from providers._testing import ScriptStep
@@ -560,3 +561,26 @@ async def test_matched_steps_answer_their_own_requests_in_any_order() -> None:
     model.assert_complete()
     with pytest.raises(ScriptExhaustedError, match="no step left"):
         await reply(ask("executor", "goal: find Sam"))
+
+
+async def test_scripted_tool_input_takes_a_key_of_the_latest_tool_result() -> None:
+    """``{{result.KEY}}`` passes on an id the server made (an artifact id) to the next call."""
+    model = ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {
+                        "name": "notify",
+                        "input": {
+                            "id": "{{result.artifact_id}}",
+                            "n": ["{{result.missing}}", "kept"],
+                        },
+                    }
+                ]
+            }
+        ]
+    )
+    result = ToolResult(tool_use_id="t1", content='{"artifact_id":"art_1"}\n<artifact …>')
+    request = ModelRequest(messages=(Message.user("go"), Message(role="user", parts=(result,))))
+    [call] = [i for i in await collect(model, request) if isinstance(i, ToolCall)]
+    assert call.input == {"id": "art_1", "n": ["{{result.missing}}", "kept"]}

@@ -133,6 +133,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "agents",
         "alembic_version",
         "approvals",
+        "artifacts",
         "audit_log",
         "class_sessions",
         "daily_spend",

@@ -94,9 +94,13 @@ async def test_the_report_matches_the_logged_budgets_and_usage(
             **with_ratio(usage),
         }
         assert turn["sources"] == [
-            {k: d.get(k) for k in ("source", "tokens", "truncated", "error")}
+            {k: d.get(k) for k in ("source", "tokens", "truncated", "error", "budget")}
+            | {"cuts": d.get("cuts") or []}
             for d in logged
             if d["type"] == "context_loaded"
+        ]
+        assert turn["model_calls"] == [
+            {**call, "cache_hit_ratio": ratio(call)} for call in usage["calls"]
         ]
         assert turn["compressed"] == []
 

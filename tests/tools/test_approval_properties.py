@@ -225,6 +225,38 @@ VALID: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         {"kind": st.just("member")},
     ),
 }
+EXERCISE = {
+    "exercise_name": "Push-up",
+    "exercise_type": "reps",
+    "sets": 3,
+    "reps": [10, 10, 10],
+    "rest_sec": 60,
+    "muscles_utilized": [{"muscle": "Chest", "share": 1.0}],
+    "goals_addressed": [{"goal": "strength", "share": 1.0}],
+    "reasoning": "A staple.",
+}
+EXERCISE_REF = st.sampled_from(["1", "2", "ex_missing"])
+NO_ARTIFACT = "art_" + "0" * 24
+VALID |= {
+    "trainer.generate_workout": _args(
+        {"workout": st.just({"title": "Chest", "exercises": [EXERCISE, EXERCISE]})}
+    ),
+    "trainer.swap_exercise": _args(
+        {"exercise_id": EXERCISE_REF, "new_exercise": st.just(EXERCISE)}
+    ),
+    "trainer.adjust_exercise": _args(
+        {
+            "exercise_id": EXERCISE_REF,
+            "adjustments": st.sampled_from(
+                [{"rest_sec": 90}, {"sets": 2, "reps": [5, 5]}, {"id": "x"}]
+            ),
+        }
+    ),
+    "trainer.remove_exercise": _args({"exercise_id": EXERCISE_REF}),
+    "trainer.log_workout": _args({"completed_exercises": st.just([{"exercise_id": "1"}])}),
+    "message.notify_user": _args({"message": st.just("Hi")}, {"artifact_id": st.just(NO_ARTIFACT)}),
+    "artifacts.get": _args({"artifact_id": st.just(NO_ARTIFACT)}, {"version": st.integers(1, 3)}),
+}
 assert set(VALID) == set(DEMO.names()), "every demo tool needs an input strategy"
 
 JSON_LEAF = (

@@ -76,7 +76,15 @@ EXPECTED = {
     "tasks.complete": ("write", "destructive", False, "normal", None, STAFF, "task.completed"),
     "tasks.delete": ("destructive", "destructive", True, "normal", None, STAFF, "task.deleted"),
     "ui.ask_user_to_pick": ("read", "never", False, "user_picker", None, EVERYONE, None),
+    "trainer.generate_workout": ("write", "never", False, "normal", None, EVERYONE, None),
+    "trainer.swap_exercise": ("write", "never", False, "normal", None, EVERYONE, None),
+    "trainer.adjust_exercise": ("write", "never", False, "normal", None, EVERYONE, None),
+    "trainer.remove_exercise": ("write", "never", False, "normal", None, EVERYONE, None),
+    "trainer.log_workout": ("write", "never", False, "normal", None, EVERYONE, "workout.logged"),
+    "message.notify_user": ("read", "never", False, "normal", None, EVERYONE, None),
+    "artifacts.get": ("read", "never", False, "normal", None, EVERYONE, None),
 }
+TRAINER = [name for name in EXPECTED if name.split(".")[0] in {"trainer", "message", "artifacts"}]
 
 
 def test_demo_tools_and_their_policies() -> None:
@@ -97,7 +105,11 @@ def test_demo_tools_and_their_policies() -> None:
     # Every tool but the picker (which the user answers) has a handler and an output model.
     assert [t.name for t in registry if t.handler is None] == ["ui.ask_user_to_pick"]
     assert [t.name for t in registry if t.output_model is None] == []
-    assert registry.for_role("member").names() == ["programs.list", "ui.ask_user_to_pick"]
+    assert registry.for_role("member").names() == [
+        "programs.list",
+        "ui.ask_user_to_pick",
+        *TRAINER,
+    ]
     assert demo_registry() is not registry  # fresh each time, so callers may add their own
 
 

@@ -108,6 +108,7 @@ const transcript = new Transcript(ui.transcript, {
   confirm: (toolUseId, approved) =>
     answer(`confirm/${encodeURIComponent(toolUseId)}`, { approved }),
   pick: (toolUseId, id) => answer(`pick/${encodeURIComponent(toolUseId)}`, { id }),
+  say: (text) => sendMessage(text), // a question's option: the next message answers it
   undo: undo,
 });
 

@@ -2,6 +2,8 @@
 // log. One renderer for both, so a reopened session looks as it did live. Every server
 // or user string goes in through textContent, never as HTML.
 
+import { agentMessageCard, artifactSavedNote } from "./artifacts.js";
+
 /** A short human text per stable error code (docs/api.md); unknown codes show the server's. */
 export const ERROR_TEXT = {
   unauthorized: "Your token is missing, invalid or expired: sign in again.",
@@ -45,7 +47,7 @@ const DONE_TEXT = {
   expired: "Expired: the question went unanswered",
   superseded: "Superseded by a newer message",
 };
-const DECISION_TEXT = { approved: "Approved", rejected: "Rejected" };
+const DECISION_TEXT = { approved: "Approved", rejected: "Rejected", answered: "Answered" };
 
 /** Build an element: `h("p.note", {dataset: {x: 1}}, "text", child)`. */
 export function h(spec, props = {}, ...children) {
@@ -217,11 +219,20 @@ export class Transcript {
       case "tool_completed":
         this.#toolCompleted(data, id, at);
         break;
+      case "artifact":
+        this.#turn().activity.append(artifactSavedNote(h, data, id));
+        break;
+      case "agent_message":
+        this.#turn().answer.append(agentMessageCard(h, data, id));
+        break;
       case "confirmation_pending":
         this.#confirmation(data, id);
         break;
       case "disambiguation_pending":
         this.#picker(data, id);
+        break;
+      case "question_pending":
+        this.#question(data, id);
         break;
       case "tool_resolved":
         this.#resolved(data, id);
@@ -498,6 +509,27 @@ export class Transcript {
     );
     card.candidates = new Map((data.candidates ?? []).map((c) => [c.id, c.label]));
     badge(card, "pending", `choose a ${data.kind ?? "item"}`);
+  }
+
+  /** The agent asked the user (`message_ask_user`): the next message answers it, so an
+   * option's button simply sends that option as the message. */
+  #question(data, id) {
+    const options = (data.options ?? []).map((option) => {
+      const button = h("button.option", { type: "button", textContent: option });
+      button.addEventListener("click", () =>
+        this.#answer(card, `Answering ${option}…`, () => this.actions.say(option)),
+      );
+      return button;
+    });
+    const card = this.#ask(
+      "question",
+      data,
+      id,
+      data.question,
+      options.length ? h("div.ask-actions.options", {}, ...options) : null,
+    );
+    card.note.textContent = "Answer in the message box.";
+    badge(card, "pending", "question");
   }
 
   async #answer(card, pendingText, send) {

@@ -8,7 +8,15 @@ only when the demo is enabled.
 """
 
 from tools.demo._seed import seed_demo, seed_id
-from tools.demo._sources import profile, recent_activity, schedule
+from tools.demo._sources import member_profile, profile, recent_activity, schedule
 from tools.demo._toolset import demo_registry
 
-__all__ = ["demo_registry", "profile", "recent_activity", "schedule", "seed_demo", "seed_id"]
+__all__ = [
+    "demo_registry",
+    "member_profile",
+    "profile",
+    "recent_activity",
+    "schedule",
+    "seed_demo",
+    "seed_id",
+]

@@ -62,6 +62,22 @@ async def profile(
     }
 
 
+UNITS = {"weight": "kg", "distance": "km"}
+"""The studio's units (the demo tables hold no per-member preference): the metric ones."""
+
+
+async def member_profile(store: Store, org_id: str, user_id: str) -> dict[str, Any]:
+    """The member the caller is (the JWT user is the member: matched by id or email) and
+    their units: the per-user data an agent's user-data block carries on every call."""
+    columns = (MemberRow.id, MemberRow.first_name, MemberRow.last_name, MemberRow.status)
+    is_caller = (MemberRow.id == user_id) | (MemberRow.email == user_id)
+    query = select(*columns, MemberRow.notes).where(MemberRow.org_id == org_id, is_caller)
+    async with store.db.read() as conn:
+        row = (await conn.execute(query.limit(1))).first()
+    member = None if row is None else {k: _json(v) for k, v in row._asdict().items()}
+    return {"member": member, "units": UNITS}
+
+
 async def schedule(
     store: Store,
     org_id: str,

@@ -1,9 +1,11 @@
-"""The demo toolset: every demo tool in one registry, plus the user picker."""
+"""The demo toolset: every demo tool in one registry, plus the user picker, the trainer's
+tools and the artifact tools they deliver with (``message.notify_user``, ``artifacts.get``)."""
 
 from __future__ import annotations
 
+from tools._notify_user import GET_ARTIFACT, NOTIFY_USER
 from tools._registry import ToolDef, ToolRegistry
-from tools.demo import _calendar, _catalog, _workouts
+from tools.demo import _calendar, _catalog, _trainer, _workouts
 from tools.demo._models import Picked, PickRequest
 
 ASK_USER_TO_PICK = ToolDef(
@@ -23,7 +25,10 @@ ASK_USER_TO_PICK = ToolDef(
 def demo_registry() -> ToolRegistry:
     """A fresh registry of the fitness-studio tools (the declarations are shared and frozen)."""
     registry = ToolRegistry(
-        [*_catalog.toolset, *_workouts.toolset, *_calendar.toolset, ASK_USER_TO_PICK]
-    )
+        [
+            *_catalog.toolset, *_workouts.toolset, *_calendar.toolset, ASK_USER_TO_PICK,
+            *_trainer.toolset, NOTIFY_USER, GET_ARTIFACT,
+        ]
+    )  # fmt: skip
     registry.validate()
     return registry
