@@ -120,13 +120,15 @@ class ApprovalDesk:
             error = ToolError(
                 code=outcome.error.code, message=outcome.error.message, hint=outcome.error.hint
             )
-        await self._store.approvals.finish(approval.id, result)
         event = ApprovalResolved(
             **_ids(approval), decision="approved", ok=outcome.ok,
             output=outcome.output if outcome.ok else None, error=error,
         )  # fmt: skip
+        # The session's log first, then the outcome: whoever sees the outcome finds the event.
+        await self._store.log.append(approval.session_id, [event])
+        await self._store.approvals.finish(approval.id, result)
         _log.info("approval.ran", approval_id=approval.id, tool=approval.tool, ok=outcome.ok)
-        await self._ended(await self.get(approval.org_id, approval.id), event)
+        await self._ended(await self.get(approval.org_id, approval.id), None)
 
     async def _run(self, approval: ApprovalRecord) -> ToolOutcome:
         """The call through the runner of its agent's current profile (approved: it does
@@ -168,7 +170,8 @@ class ApprovalDesk:
         await self._ended(ended, event if approval.mode == "defer" else None)
 
     async def _ended(self, approval: ApprovalRecord, event: ApprovalResolved | None) -> None:
-        """Log how a deferred call ended in its session, and tell the org."""
+        """Log how a deferred call ended in its session (unless logged already), and tell
+        the org."""
         if event is not None:
             await self._store.log.append(approval.session_id, [event])
         notice = approval_notice(approval)

@@ -87,12 +87,17 @@ class CostGuard:
         self._store = store
         self._agents = agents
 
-    async def turn_ended(self, job: Mapping[str, Any], turn_id: str, status: TurnStatus) -> None:
-        """The runner's ``ended`` hook: the agent's costs, then the run's notice."""
-        run = await self._store.runs.for_turn(turn_id)
+    async def turn_ended(
+        self, job: Mapping[str, Any], turn_id: str, status: TurnStatus, spent: int
+    ) -> None:
+        """The runner's ``ended`` hook: the agent's costs, then the run's notice. A turn
+        that spent nothing crosses no threshold (no check); a chat turn's job says it is
+        no run (no lookup): a free chat turn costs no query here."""
+        maybe_run = not job or job.get("trigger") == "run"
+        run = await self._store.runs.for_turn(turn_id) if maybe_run else None
         org_id = str(job.get("org_id") or (run.org_id if run else ""))
         handle = str(job.get("agent") or (run.agent if run else DEFAULT_HANDLE))
-        if org_id and status != "expired":  # an expiry spends nothing
+        if org_id and spent > 0:
             await self.check(org_id, handle)
         if run is not None and status in FINISHED:
             await self._store.notices.publish(

@@ -87,8 +87,7 @@ class AgentCosts:
             .join(SessionRow, SessionRow.id == UsageRow.session_id)
             .where(self._of_agent(org_id, agent), UsageRow.created_at >= since)
         )
-        async with self._db.read() as conn:
-            return int(await conn.scalar(query) or 0)
+        return await self._db.run_read(lambda conn: int(conn.scalar(query) or 0))
 
     async def days(self, org_id: str, agent: str, since: datetime) -> list[DayUsage]:
         """The agent's usage per UTC day since ``since`` (days without calls left out)."""

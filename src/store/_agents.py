@@ -111,8 +111,7 @@ class Agents:
     async def get(self, org_id: str, handle: str) -> AgentRecord | None:
         """The current version of ``handle``, unless it does not exist or was deleted."""
         query = _current().where(AgentRow.org_id == org_id, AgentRow.handle == handle)
-        async with self._db.read() as conn:
-            row = (await conn.execute(query)).first()
+        row = await self._db.run_read(lambda conn: conn.execute(query).first())  # every turn
         return AgentRecord(**row._asdict()) if row else None
 
     async def version(self, org_id: str, handle: str, version: int) -> dict[str, Any] | None:

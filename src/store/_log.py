@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -40,6 +40,9 @@ class StoredEvent:
     data: dict[str, Any]
     turn_id: str | None
     created_at: datetime
+    text: str | None = field(default=None, compare=False, repr=False)
+    """``data`` as compact JSON when the writer already made it (SQLite's hot path): a
+    live stream frames it as is instead of encoding the event a second time."""
 
     @property
     def event(self) -> Event:

@@ -169,8 +169,8 @@ class Runs:
         return RunRecord(**row._asdict()) if row else None
 
     async def for_turn(self, turn_id: str) -> RunRecord | None:
-        async with self._db.read() as conn:
-            row = (await conn.execute(_records().where(RunRow.turn_id == turn_id))).first()
+        query = _records().where(RunRow.turn_id == turn_id)
+        row = await self._db.run_read(lambda conn: conn.execute(query).first())
         return RunRecord(**row._asdict()) if row else None
 
     async def history(

@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
 
 from store._db import Database
 from store._log import EventLog
@@ -102,13 +103,14 @@ class Sessions:
         default), and its org on first sight (orgs come from tokens)."""
         now = utcnow()
         dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
-        async with self._db.write() as conn:
-            await conn.execute(
+
+        def write(conn: Connection) -> None:  # on the writer thread: every new chat's first
+            conn.execute(
                 dialect_insert(OrgRow)
                 .values(id=org_id, tier="lite", created_at=now)
                 .on_conflict_do_nothing(index_elements=["id"])
             )
-            await conn.execute(
+            conn.execute(
                 insert(SessionRow).values(
                     id=session_id,
                     org_id=org_id,
@@ -120,6 +122,8 @@ class Sessions:
                     updated_at=now,
                 )
             )
+
+        await self._db.run_write(write)
 
     async def get(self, session_id: str) -> SessionRecord | None:
         query = select(*_SESSION_COLUMNS).where(SessionRow.id == session_id)

@@ -4,10 +4,11 @@ The async engine costs 8-12 thread hand-offs and ~1 ms of Python per transaction
 one thread owns a synchronous connection (SQLAlchemy Core: the same tables, types and
 compiled-statement cache) and runs write jobs, each a plain function of the connection.
 Jobs that queue up while a batch commits share the next transaction (group commit across
-every turn of the process), each in its own savepoint, so one job's failure undoes only
-that job. A job's caller hears back only after the commit: nothing reaches a client
-before it is durable. SQLite allows one writer at a time anyway; the async engine's cold
-writes and other processes wait on the database lock (``busy_timeout``) as before.
+every turn of the process); should one of them fail, the batch runs again with each job in
+its own savepoint, so one job's failure undoes only that job. A job's caller hears back
+only after the commit: nothing reaches a client before it is durable. SQLite allows one
+writer at a time anyway; the async engine's cold writes and other processes wait on the
+database lock (``busy_timeout``) as before.
 """
 
 from __future__ import annotations
@@ -128,11 +129,19 @@ class SqliteThread:
 
     @staticmethod
     def _commit(conn: Connection, batch: list[_Job], *, savepoints: bool) -> None:
-        done: list[tuple[_Job, bool, Any]] = []
+        """Run ``batch`` in one transaction and settle every job once it committed.
+
+        A batch of several writes runs first without savepoints (two statements per job
+        saved, which is most of a small job's cost). Should one of its jobs fail, that
+        transaction is rolled back and the batch runs again with each job in its own
+        savepoint, so the failure undoes only that job's work (the jobs are functions of
+        the connection alone, so running one again does what it would have done)."""
+        isolate = savepoints and len(batch) > 1
         try:
-            with conn.begin():
-                for job in batch:
-                    done.append(_attempt(conn, job, alone=len(batch) == 1 or not savepoints))
+            try:
+                done = _run(conn, batch, isolate=False, first_try=isolate)
+            except _JobFailed:  # rolled back: again, each job undoable on its own
+                done = _run(conn, batch, isolate=True, first_try=False)
         except Exception as exc:  # the commit itself failed: none of the batch was written
             for job in batch:
                 job.settle(False, exc)
@@ -141,11 +150,33 @@ class SqliteThread:
             job.settle(ok, value)
 
 
-def _attempt(conn: Connection, job: _Job, *, alone: bool) -> tuple[_Job, bool, Any]:
-    """Run one job; in a batch of writes, inside a savepoint, so its failure undoes only
-    its work. ``alone``: a failure fails the whole (one-job, or read-only) batch."""
-    if alone:
-        return job, True, job.fn(conn)
+class _JobFailed(Exception):
+    """A job of an optimistic (savepoint-free) batch failed: run the batch again."""
+
+
+def _run(
+    conn: Connection, batch: list[_Job], *, isolate: bool, first_try: bool
+) -> list[tuple[_Job, bool, Any]]:
+    """One transaction over ``batch``: each job in a savepoint when ``isolate``; on a
+    ``first_try`` a failing job rolls it all back (``_JobFailed``); otherwise (one job, or
+    a read-only batch) a failure fails the whole batch."""
+    with conn.begin():
+        if isolate:
+            return [_attempt(conn, job) for job in batch]
+        done = []
+        for job in batch:
+            try:
+                done.append((job, True, job.fn(conn)))
+            except Exception as exc:
+                if first_try:
+                    raise _JobFailed from exc
+                raise
+        return done
+
+
+def _attempt(conn: Connection, job: _Job) -> tuple[_Job, bool, Any]:
+    """Run one job of a batch of writes inside a savepoint, so its failure undoes only
+    its work."""
     try:
         with conn.begin_nested():
             return job, True, job.fn(conn)

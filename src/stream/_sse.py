@@ -22,7 +22,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def encode_frame(event: StoredEvent) -> bytes:
-    data = json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
+    data = event.text or json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
     return f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
 
 

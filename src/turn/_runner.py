@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from events import Done, Error, SessionStarted, TurnStatus, UserMessage
+from events import Done, Error, SessionStarted, TurnStatus, Usage, UserMessage
 from executors import PlanSuspended
 from planner import Plan
 from store import Claim, StaleOwnerError, Store, TurnRecord
@@ -78,10 +78,10 @@ TurnSetup = Callable[[Mapping[str, Any]], Awaitable[tuple[TurnKit, TurnRoleModel
 """The kit and models a recorded job runs with (its agent's version): for resumes and
 takeovers, which start from the job alone."""
 
-TurnEnded = Callable[[Mapping[str, Any], str, TurnStatus], Awaitable[None]]
+TurnEnded = Callable[[Mapping[str, Any], str, TurnStatus, int], Awaitable[None]]
 """Told after a turn's task closed its log (its job, its id, its status: ``suspended``
-too): what the upper layers do then (an agent's costs, a run's notice). Its failure never
-touches the turn."""
+too, and what its model calls cost, in micro-dollars): what the upper layers do then (an
+agent's costs, a run's notice). Its failure never touches the turn."""
 
 
 class TurnRunner:
@@ -258,8 +258,13 @@ class TurnRunner:
         """Run ``turn``; ``None`` when it turned out another worker owns it now. Once it
         closed its log (cancelled too), the ``ended`` hook is told."""
         status: TurnStatus | None = None
+        spent = [0]
+
+        def on_usage(usage: Usage) -> None:
+            spent[0] = usage.cost_usd_micros
+
         try:
-            status = await run_turn(self._store, turn, kit)
+            status = await run_turn(self._store, turn, kit, on_usage=on_usage)
             return status
         except StaleOwnerError:
             _log.warning("turn.fenced", turn_id=turn.turn_id, worker_id=self.worker_id)
@@ -269,15 +274,17 @@ class TurnRunner:
             raise
         finally:
             if status is not None:
-                await asyncio.shield(self.turn_ended(job, turn.turn_id, status))
+                await asyncio.shield(self.turn_ended(job, turn.turn_id, status, spent[0]))
 
-    async def turn_ended(self, job: Mapping[str, Any], turn_id: str, status: TurnStatus) -> None:
+    async def turn_ended(
+        self, job: Mapping[str, Any], turn_id: str, status: TurnStatus, spent: int = 0
+    ) -> None:
         """Tell the ``ended`` hook that a turn closed (also for turns closed without a task:
         cancelled before they ran, expired); its failure is logged, never raised."""
         if self.ended is None:
             return
         try:
-            await self.ended(job, turn_id, status)
+            await self.ended(job, turn_id, status, spent)
         except Exception as exc:
             _log.error(
                 "turn.ended_hook_failed", turn_id=turn_id, error_type=type(exc).__name__,

@@ -35,6 +35,7 @@ from events import (
     MessageDone,
     TextDelta,
     TurnStatus,
+    Usage,
 )
 from executors import PlanSuspended, StepShare, TurnScope, answer
 from planner import Plan, PlanOutcome
@@ -101,8 +102,15 @@ class Turn:
     epoch: int | None = None  # the session's ownership epoch this worker writes under
 
 
-async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> TurnStatus:
+async def run_turn(
+    store: Store,
+    turn: Turn,
+    kit: TurnKit | None = None,
+    *,
+    on_usage: Callable[[Usage], None] | None = None,
+) -> TurnStatus:
     """Run ``turn`` to its end and return its final status; never raises but on cancel.
+    ``on_usage`` is told the turn's usage (its ``usage`` event) as it ends.
 
     Every event logged while it runs (tools, caps and replay repairs included) carries the
     turn's ``trace_id``, ``org_id``, ``session_id`` and ``turn_id`` (context variables);
@@ -128,6 +136,8 @@ async def run_turn(store: Store, turn: Turn, kit: TurnKit | None = None) -> Turn
         def ended(status: TurnStatus) -> None:
             elapsed_ms = round((time.perf_counter() - started) * 1000)
             usage = meter.usage_event()
+            if on_usage is not None:
+                on_usage(usage)
             observe.turn_ended(
                 turn, status=status, closing=closing, usage=usage, duration_ms=elapsed_ms
             )

@@ -6,9 +6,12 @@ these fail before any query comparing stored text (retention cut-offs, ordering)
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import select
 from sqlalchemy.dialects import sqlite
 
@@ -111,3 +114,15 @@ async def test_a_settle_on_the_writer_counts_everywhere(tmp_path: Path) -> None:
     assert free is None and priced == today == DaySpend(300, 0)
     assert sorted(rows) == [0, 300]
     assert tuple(daily) == (day, 2, 20, 8, 300)
+
+
+@given(
+    st.one_of(
+        st.dictionaries(st.text(), st.text(), max_size=4),
+        st.dictionaries(st.text(), st.one_of(st.none(), st.integers(), st.text()), max_size=4),
+    )
+)
+def test_compact_json_is_the_text_json_dumps_gives(data: dict[str, object]) -> None:
+    """The writer's direct encoding of a dict of strings (every ``text_delta``) is byte for
+    byte what ``json.dumps`` gives, so a frame built from either is the same."""
+    assert hot.compact_json(data) == json.dumps(data, separators=(",", ":"), ensure_ascii=False)

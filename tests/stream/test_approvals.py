@@ -208,15 +208,15 @@ async def test_an_expired_approval_answers_410_and_never_runs(make_server: Serve
         await run_to_end(server)
         [approval] = (await inbox(server))["approvals"]
         deadline = time.monotonic() + 5
-        while True:  # nobody answers: a worker's sweep expires it
-            listed = await inbox(server, status="expired")
-            if listed["approvals"] or time.monotonic() > deadline:
+        while True:  # nobody answers: a worker's sweep expires it (and says so, last)
+            ended = await notices(server.store, "approval_resolved")
+            if ended or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.05)
+        listed = await inbox(server, status="expired")
         late = await answer(server, approval["id"], "approve")
         resolved = await session_events(server.store, approval["session_id"], "approval_resolved")
         left = await workouts(server.store)
-        ended = await notices(server.store, "approval_resolved")
 
     assert late.status_code == 410 and late.json()["error"]["code"] == "expired"
     assert [a["id"] for a in listed["approvals"]] == [approval["id"]]
