@@ -136,45 +136,8 @@ def create_app(
     startup: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> Litestar:
     """Build the app over an open store; closing the app closes the store."""
-    kit = kit or TurnKit()
-    resolver = ModelResolver(models, store.org_keys)
-    directory = AgentDirectory(
-        store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit)
-    )
-    costs = CostGuard(store, directory)  # told when any turn ends: alerts, pause, notices
-    runner = TurnRunner(
-        store, turn_timeout_s=config.turn_timeout_s, kit=kit, lease_s=config.lease_s,
-        setups=directory.setups(resolver), ended=costs.turn_ended,
-    )  # fmt: skip
-    runs = RunDispatcher(store, directory, runner, resolver)
-    approvals = ApprovalDesk(store, directory)
-    services = Services(
-        store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory,
-        runs=runs, costs=costs, approvals=approvals,
-    )  # fmt: skip
-    keeper = Keeper(store, runner, resolver, pending_ttl_s=config.pending_ttl_s)
-    deliveries = DeliveryWorker(
-        store, retry_s=config.webhook_retry_s, timeout_s=config.webhook_timeout_s
-    )
-
-    async def on_startup() -> None:
-        for hook in startup:
-            await hook()
-        store.listen()  # other workers' appends wake this process's streams (PostgreSQL)
-        keeper.start()  # renews this worker's leases, takes over dead workers' turns
-        runs.start()  # claims queued background runs
-        approvals.start()  # expires unanswered approvals, runs approved ones left behind
-        if config.webhook_deliveries:
-            deliveries.start()  # sends outbound webhooks
-
-    async def on_shutdown() -> None:
-        await deliveries.stop()
-        await runs.stop()
-        await approvals.stop()
-        await keeper.stop()
-        await runner.shutdown(config.shutdown_grace_s)
-        await store.close()
-
+    services = _services(store, models, config, kit or TurnKit(), policy)
+    workers = _Workers(services, startup)
     app = Litestar(
         route_handlers=ROUTES,
         state=State({"services": services}),
@@ -186,28 +149,94 @@ def create_app(
             BodySchemaPlugin(
                 settings={
                     "message": {"maxLength": config.max_message_chars},
-                    "model": {"enum": [*resolver.allowed, None]},
+                    "model": {"enum": [*services.models.allowed, None]},
                 },
-                choices=profile_choices(directory.policy),
+                choices=profile_choices(services.agents.policy),
             ),
             # Bodies are validated strictly: a lax "yes" must not count as {"approved": true}.
             PydanticPlugin(validate_strict=True),
         ],
         request_max_body_size=config.max_body_bytes,
         logging_config=None,  # the composition root configures structlog
-        on_startup=[on_startup],
-        on_shutdown=[on_shutdown],
-        openapi_config=OpenAPIConfig(
-            title="Bosun",
-            version=version,
-            path="/schema",
-            components=Components(
-                security_schemes={
-                    "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="JWT")
-                }
-            ),
-            security=[{"bearer": []}],
-        ),
+        on_startup=[workers.start],
+        on_shutdown=[workers.stop],
+        openapi_config=_openapi_config(version),
     )
     document(app)
     return app
+
+
+def _services(
+    store: Store,
+    models: TurnModels,
+    config: StreamConfig,
+    kit: TurnKit,
+    policy: AgentPolicy | None,
+) -> Services:
+    """What every route shares: the agents, the turn runner and the services around it."""
+    resolver = ModelResolver(models, store.org_keys)
+    directory = AgentDirectory(
+        store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit)
+    )
+    costs = CostGuard(store, directory)  # told when any turn ends: alerts, pause, notices
+    runner = TurnRunner(
+        store, turn_timeout_s=config.turn_timeout_s, kit=kit, lease_s=config.lease_s,
+        setups=directory.setups(resolver), ended=costs.turn_ended,
+    )  # fmt: skip
+    return Services(
+        store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory,
+        runs=RunDispatcher(store, directory, runner, resolver), costs=costs,
+        approvals=ApprovalDesk(store, directory),
+    )  # fmt: skip
+
+
+class _Workers:
+    """This process's background work, started with the app and stopped before the store
+    closes: leases and takeovers, queued runs, approvals, outbound webhooks."""
+
+    def __init__(
+        self, services: Services, startup: Sequence[Callable[[], Awaitable[None]]]
+    ) -> None:
+        self._services = services
+        self._startup = startup
+        store, config = services.store, services.config
+        self._keeper = Keeper(
+            store, services.runner, services.models, pending_ttl_s=config.pending_ttl_s
+        )
+        self._deliveries = DeliveryWorker(
+            store, retry_s=config.webhook_retry_s, timeout_s=config.webhook_timeout_s
+        )
+
+    async def start(self) -> None:
+        for hook in self._startup:
+            await hook()
+        services = self._services
+        services.store.listen()  # other workers' appends wake this process's streams (PG)
+        self._keeper.start()  # renews this worker's leases, takes over dead workers' turns
+        services.runs.start()  # claims queued background runs
+        services.approvals.start()  # expires unanswered approvals, runs approved ones left
+        if services.config.webhook_deliveries:
+            self._deliveries.start()  # sends outbound webhooks
+
+    async def stop(self) -> None:
+        services = self._services
+        await self._deliveries.stop()
+        await services.runs.stop()
+        await services.approvals.stop()
+        await self._keeper.stop()
+        await services.runner.shutdown(services.config.shutdown_grace_s)
+        await services.store.close()
+
+
+def _openapi_config(version: str) -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title="Bosun",
+        version=version,
+        path="/schema",
+        components=Components(
+            security_schemes={
+                "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="JWT")
+            }
+        ),
+        security=[{"bearer": []}],
+    )
