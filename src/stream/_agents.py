@@ -41,9 +41,10 @@ def _handle(handle: str) -> str:
     return handle
 
 
-def require_manager(principal: Principal) -> None:
+def require_manager(principal: Principal, what: str = "change agents") -> None:
+    """403 unless the caller is the org's owner or staff (``what``: what they may do)."""
     if principal.role not in _MANAGERS:
-        raise ApiError(403, "forbidden", "Only owner or staff may change agents")
+        raise ApiError(403, "forbidden", f"Only owner or staff may {what}")
 
 
 def _out(agent: Agent) -> AgentOut:

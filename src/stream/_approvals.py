@@ -21,7 +21,7 @@ from fleet import (
     ApprovalNotFoundError,
 )
 from store import ApprovalRecord, ApprovalStatus, Decision
-from stream._agents import require_manager
+from stream._agents import require_manager as agents_require_manager
 from stream._api import AuthedRequest, Services, ServicesDep
 from stream._auth import Principal
 from stream._bounds import int_query
@@ -175,6 +175,10 @@ async def _answer(
             raise ApiError(409, "already_answered", exc.message) from None
         raise
     return approval_out(await _approval(services, principal, approval_id))
+
+
+def require_manager(principal: Principal) -> None:
+    agents_require_manager(principal, "see and answer approvals")
 
 
 async def _approval(services: Services, principal: Principal, approval_id: str) -> ApprovalRecord:

@@ -26,13 +26,13 @@ from litestar.response import Stream
 from pydantic import BaseModel, Field
 
 from store import NoticeRecord, NoticeType, SecretsKeyError, Store, WebhookRecord, notice_key
+from stream._agents import require_manager as agents_require_manager
 from stream._api import AuthedRequest, RequestBody, ServicesDep
 from stream._auth import Principal
 from stream._bounds import event_cursor, int_query
 from stream._errors import ApiError
 from stream._sse import KEEPALIVE, SSE_HEADERS
 
-_MANAGERS = ("owner", "staff")
 MAX_URL_CHARS = 2000
 SECRET_BYTES = (24, 64)
 """Standard Webhooks' bounds on a secret's decoded length."""
@@ -42,8 +42,7 @@ URL_RE, SECRET_RE = re.compile(URL_PATTERN), re.compile(SECRET_PATTERN)
 
 
 def require_manager(principal: Principal) -> None:
-    if principal.role not in _MANAGERS:
-        raise ApiError(403, "forbidden", "Only owner or staff may see notifications and webhooks")
+    agents_require_manager(principal, "see notifications and webhooks")
 
 
 def encode_notice(notice: NoticeRecord) -> bytes:
