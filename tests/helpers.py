@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,3 +48,16 @@ def streaming_model(pieces: list[str]) -> FunctionModel:
 
 def types(frames: list[Frame]) -> list[str]:
     return [f.event for f in frames]
+
+
+def shown_answer(frames: Iterable[tuple[int, str, dict[str, Any]]]) -> str:
+    """The answer a client of one turn's stream shows, written as a client would: its
+    ``text_delta``s without ``step_id`` (frame ``(id, event, data)``), less those a
+    ``message_reset`` drops (``id >= from_seq``)."""
+    kept: list[tuple[int, str]] = []
+    for seq, event, data in frames:
+        if event == "text_delta" and "step_id" not in data:
+            kept.append((seq, data["delta"]))
+        elif event == "message_reset" and "step_id" not in data:
+            kept = [(s, delta) for s, delta in kept if s < data["from_seq"]]
+    return "".join(delta for _, delta in kept)

@@ -77,12 +77,46 @@ class HistoryFit:
     fill: SectionFill
 
 
+def abandoned(events: Iterable[StoredEvent]) -> set[int]:
+    """The seqs of the ``text_delta``s a later ``message_reset`` abandoned (the turn's,
+    of the same ``step_id``, from its ``from_seq`` on): a takeover writes that text again,
+    so every reader of the log leaves them out."""
+    streamed: dict[tuple[str | None, object], list[int]] = {}
+    dropped: set[int] = set()
+    for stored in events:
+        if stored.type not in ("text_delta", "message_reset"):
+            continue
+        key = (stored.turn_id, stored.data.get("step_id"))
+        seqs = streamed.setdefault(key, [])
+        if stored.type == "text_delta":
+            seqs.append(stored.seq)
+            continue
+        start = int(stored.data["from_seq"])
+        dropped.update(seq for seq in seqs if seq >= start)
+        streamed[key] = [seq for seq in seqs if seq < start]
+    return dropped
+
+
+def answer_text(events: Iterable[StoredEvent]) -> str:
+    """A turn's answer as its log spells it: its ``text_delta``s without ``step_id``, less
+    those a ``message_reset`` abandoned."""
+    logged = list(events)
+    gone = abandoned(logged)
+    return "".join(
+        e.data["delta"]
+        for e in logged
+        if e.type == "text_delta" and e.data.get("step_id") is None and e.seq not in gone
+    )
+
+
 def _entries(
     events: Iterable[StoredEvent], exclude_turn: str | None, *, merge: bool = False
 ) -> tuple[list[HistoryEntry], StoredEvent | None]:
     turns: dict[str, _TurnText] = {}
     summary: StoredEvent | None = None
-    for stored in events:
+    logged = list(events)
+    gone = abandoned(logged)
+    for stored in logged:
         data = stored.data
         if stored.type == SUMMARY_EVENT and {"summary", "up_to_seq"} <= data.keys():
             summary = stored  # events arrive in seq order: the last one is the latest
@@ -93,7 +127,8 @@ def _entries(
         if stored.type == "user_message":
             turn.user, turn.user_seq = data["text"], stored.seq
         elif stored.type == "text_delta" and data.get("step_id") is None:
-            turn.answer.append(data["delta"])
+            if stored.seq not in gone:  # text a takeover wrote again is told once
+                turn.answer.append(data["delta"])
         elif stored.type == "message_done":
             turn.done_seq = stored.seq
     entries: list[HistoryEntry] = []

@@ -137,6 +137,22 @@ class TextDelta:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MessageReset:
+    """Text streamed for the message ``message_id`` (the answer; with ``step_id``, that
+    step's text) from the log's ``from_seq`` on was abandoned: the worker streaming it died
+    and the turn's new attempt writes that part again, right after this event. A client
+    drops those ``text_delta``s (this turn's, of the same ``step_id``, ``seq >= from_seq``)
+    so the text is shown once. ``reason`` is ``takeover``, the one way text is re-streamed
+    (provider retries happen before a stream starts)."""
+
+    message_id: str
+    reason: Literal["takeover"]
+    from_seq: int
+    step_id: str | None = None
+    type: Literal["message_reset"] = "message_reset"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ToolError:
     code: str
     message: str
@@ -356,6 +372,7 @@ Event = Annotated[
     | StepStarted
     | StepCompleted
     | TextDelta
+    | MessageReset
     | ToolStarted
     | ToolCompleted
     | ArtifactSaved

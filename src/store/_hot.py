@@ -54,17 +54,17 @@ def cursor_of(conn: Connection) -> Any:
 
 
 def bump_sequence(
-    cursor: Any, session_id: str, count: int, epoch: int | None, now: datetime
-) -> tuple[int, int] | None:
-    """Advance the session's counter by ``count``; its new last seq and its epoch, or
-    ``None`` when there is no such session (or it moved past ``epoch``)."""
+    cursor: Any, session_id: str, count: int, owner: tuple[str, int] | None, now: datetime
+) -> int | None:
+    """Advance the session's counter by ``count``; its new last seq, or ``None`` when there
+    is no such session (or, with ``owner``, the turn moved past that epoch)."""
     sql = "UPDATE sessions SET last_seq = last_seq + ?, updated_at = ? WHERE id = ?"
     params: list[Any] = [count, stamp(now), session_id]
-    if epoch is not None:
-        sql += " AND epoch = ?"
-        params.append(epoch)
-    row = cursor.execute(sql + " RETURNING last_seq, epoch", params).fetchone()
-    return None if row is None else (int(row[0]), int(row[1]))
+    if owner is not None:
+        sql += " AND (SELECT epoch FROM turns WHERE id = ?) = ?"
+        params.extend(owner)
+    row = cursor.execute(sql + " RETURNING last_seq", params).fetchone()
+    return None if row is None else int(row[0])
 
 
 def insert_events(

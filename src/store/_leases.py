@@ -1,14 +1,16 @@
 """Turn leases: which worker runs a turn, and taking over the turns of a worker that died.
 
 A running turn is held by one worker until its ``lease_until``; the worker renews the
-lease with a heartbeat. A turn whose lease has run out is claimed by another worker with
-``FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite has one writer, so the conditional update
-alone decides), and the claim bumps the session's ownership epoch in the same
-transaction, so the old worker's late appends are refused from then on.
+lease with a heartbeat. A turn whose lease has run out, or whose worker is known to be
+gone, is claimed by another worker with ``FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite has
+one writer, so the conditional update alone decides), and the claim bumps the turn's
+ownership epoch in the same statement, so the old worker's late appends to that turn are
+refused from then on (the session's other turns are not touched).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 
 from store._db import Database
-from store._models import SessionRow, TurnRow, utcnow
+from store._models import TurnRow, utcnow
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,7 +33,7 @@ class Claim:
 
 
 class Leases:
-    """Repository of the turns' lease columns and the sessions' ownership epochs."""
+    """Repository of the turns' lease columns and ownership epochs."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -54,13 +56,24 @@ class Leases:
             )
             return set(result.scalars())
 
+    async def holders(self, worker_id: str) -> set[str]:
+        """The workers other than ``worker_id`` holding running turns."""
+        query = select(TurnRow.worker_id).where(
+            TurnRow.status == "running", TurnRow.worker_id != worker_id
+        )
+        async with self._db.read() as conn:
+            return {str(w) for w in (await conn.execute(query.distinct())).scalars()}
+
     async def claim_expired(
-        self, worker_id: str, lease_s: float, *, limit: int = 10
+        self, worker_id: str, lease_s: float, *, limit: int = 10, gone: Collection[str] = ()
     ) -> list[Claim]:
         """Take over running turns whose lease ran out (or that never had one: a process
-        older than leases left them), oldest first."""
+        older than leases left them), and those held by the ``gone`` workers (known dead,
+        their leases not run out yet), oldest first."""
         now = utcnow()
         expired = or_(TurnRow.lease_until.is_(None), TurnRow.lease_until < now)
+        if gone:
+            expired = or_(expired, TurnRow.worker_id.in_(list(gone)))
         async with self._db.write() as conn:
             rows = (
                 await conn.execute(
@@ -73,27 +86,25 @@ class Leases:
             ).all()
             claims = []
             for row in rows:
-                taken = await conn.execute(
+                epoch = await conn.scalar(
                     update(TurnRow)
                     .where(and_(TurnRow.id == row.id, TurnRow.status == "running", expired))
-                    .values(worker_id=worker_id, lease_until=now + timedelta(seconds=lease_s))
-                    .returning(TurnRow.id)
+                    .values(
+                        worker_id=worker_id,
+                        lease_until=now + timedelta(seconds=lease_s),
+                        epoch=TurnRow.epoch + 1,
+                    )
+                    .returning(TurnRow.epoch)
                 )
-                if taken.first() is None:
+                if epoch is None:
                     continue
-                epoch = await conn.scalar(
-                    update(SessionRow)
-                    .where(SessionRow.id == row.session_id)
-                    .values(epoch=SessionRow.epoch + 1)
-                    .returning(SessionRow.epoch)
-                )
                 claims.append(
                     Claim(
                         turn_id=row.id,
                         session_id=row.session_id,
                         trace_id=row.trace_id,
                         job=row.job,
-                        epoch=int(epoch or 0),
+                        epoch=int(epoch),
                     )
                 )
         return claims
@@ -101,21 +112,16 @@ class Leases:
     async def take(
         self, turn_id: str, worker_id: str, lease_s: float, *, job: dict[str, Any] | None = None
     ) -> tuple[int, dict[str, Any] | None]:
-        """Hold ``turn_id`` (a suspended turn resuming here); returns the session's epoch
-        and the turn's job: the one already recorded if any, else ``job``, recorded now."""
+        """Hold ``turn_id`` (a suspended turn resuming here); returns the turn's epoch and
+        its job: the one already recorded if any, else ``job``, recorded now."""
         async with self._db.write() as conn:
-            row = (
-                await conn.execute(
-                    select(TurnRow.session_id, TurnRow.job).where(TurnRow.id == turn_id)
-                )
-            ).one()
-            session_id = row.session_id
+            query = select(TurnRow.epoch, TurnRow.job).where(TurnRow.id == turn_id)
+            row = (await conn.execute(query)).one()
             held = {"worker_id": worker_id, "lease_until": utcnow() + timedelta(seconds=lease_s)}
             if row.job is None and job is not None:
                 held["job"] = job
             await conn.execute(update(TurnRow).where(TurnRow.id == turn_id).values(**held))
-            epoch = await conn.scalar(select(SessionRow.epoch).where(SessionRow.id == session_id))
-        return int(epoch or 0), row.job or job
+        return int(row.epoch), row.job or job
 
     async def holder(self, turn_id: str) -> tuple[str | None, datetime | None]:
         """Who holds ``turn_id`` and until when (for operators and tests)."""

@@ -26,8 +26,8 @@ class SessionNotFoundError(LookupError):
 
 
 class StaleOwnerError(RuntimeError):
-    """An append under an ownership epoch the session has moved past: another worker took
-    the turn over, so this writer's events are refused (nothing of the batch is written)."""
+    """An append under an ownership epoch the turn has moved past: another worker took the
+    turn over, so this writer's events are refused (nothing of the batch is written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,14 +135,14 @@ class EventLog:
 
         The sequence numbers come from the session's counter row, bumped in the same
         transaction as the insert, so concurrent appends never collide or leave gaps. With
-        ``epoch`` (a turn's owner writing) the same update checks the session's ownership
+        ``epoch`` (a turn's owner writing) the same transaction checks the turn's ownership
         epoch: a stale owner gets ``StaleOwnerError`` and nothing is written.
         """
         assert finish is None or turn_id is not None, "finishing needs the turn id"
         postgres = self._db.dialect == "postgresql"
 
         def write(conn: Connection) -> list[StoredEvent]:
-            stored, _ = _insert(conn, session_id, events, turn_id, epoch)
+            stored = _insert(conn, session_id, events, turn_id, epoch)
             if postgres:
                 _notify_others(conn, session_id)
             if finish is not None:
@@ -189,7 +189,7 @@ class EventLog:
                 .values(status=status, resolved_at=utcnow())
             )
             done = Done(session_id=session_id, status=status)
-            stored, _ = await conn.run_sync(_insert, session_id, [done], turn_id)
+            stored = await conn.run_sync(_insert, session_id, [done], turn_id)
             await conn.run_sync(self._notify_others, session_id)
         self.notifier.notify(session_id, stored)
         return stored
@@ -206,7 +206,7 @@ class EventLog:
         job: dict[str, Any] | None = None,
     ) -> tuple[list[StoredEvent], int]:
         """Record a running turn (held by ``worker_id`` until ``lease_until``) and append its
-        opening events, in one transaction; returns them and the session's epoch."""
+        opening events, in one transaction; returns them and the turn's epoch (0: new)."""
         async with self._db.write() as conn:
             await conn.execute(
                 insert(TurnRow).values(
@@ -220,10 +220,10 @@ class EventLog:
                     job=job,
                 )
             )
-            stored, epoch = await conn.run_sync(_insert, session_id, events, turn_id)
+            stored = await conn.run_sync(_insert, session_id, events, turn_id)
             await conn.run_sync(self._notify_others, session_id)
         self.notifier.notify(session_id, stored)
-        return stored, epoch
+        return stored, 0
 
     def _notify_others(self, conn: Connection, session_id: str) -> None:
         if self._db.dialect == "postgresql":
@@ -279,33 +279,39 @@ def _insert(
     events: Sequence[Event],
     turn_id: str | None,
     epoch: int | None = None,
-) -> tuple[list[StoredEvent], int]:
+) -> list[StoredEvent]:
     """Number ``events`` from the session's counter row and insert them; with ``epoch``,
-    only while the session is still at it (``StaleOwnerError`` otherwise)."""
+    only while the turn is still at it (``StaleOwnerError`` otherwise)."""
     assert events, "append needs at least one event"
+    assert epoch is None or turn_id is not None, "an owner's epoch is its turn's"
     now = utcnow()
     if hot.runs_on(conn):  # the writer thread: fixed SQL (store._hot)
         cursor = hot.cursor_of(conn)
-        bumped = hot.bump_sequence(cursor, session_id, len(events), epoch, now)
-        if bumped is None:
+        owner = None if epoch is None or turn_id is None else (turn_id, epoch)
+        last = hot.bump_sequence(cursor, session_id, len(events), owner, now)
+        if last is None:
             _refuse(conn, session_id, turn_id, epoch)
-        last, current = bumped
         first = last - len(events) + 1
         inserted = hot.insert_events(cursor, session_id, events, turn_id, first, now)
-        return [StoredEvent(**row) for row in inserted], current
+        return [StoredEvent(**row) for row in inserted]
+    if epoch is not None:
+        # FOR SHARE (PostgreSQL): a claim's epoch bump waits for this append to commit, or
+        # this read waits for the claim and sees its epoch. SQLite has one writer.
+        held = conn.scalar(
+            select(TurnRow.epoch).where(TurnRow.id == turn_id).with_for_update(read=True)
+        )
+        if held != epoch:
+            _refuse(conn, session_id, turn_id, epoch)
     bump = (
         update(SessionRow)
         .where(SessionRow.id == session_id)
         .values(last_seq=SessionRow.last_seq + len(events), updated_at=now)
-        .returning(SessionRow.last_seq, SessionRow.epoch)
+        .returning(SessionRow.last_seq)
     )
-    if epoch is not None:
-        bump = bump.where(SessionRow.epoch == epoch)
-    row = conn.execute(bump).first()
-    if row is None:
+    last = conn.scalar(bump)
+    if last is None:
         _refuse(conn, session_id, turn_id, epoch)
-    last, current = int(row[0]), int(row[1])
-    first = last - len(events) + 1
+    first = int(last) - len(events) + 1
     rows: list[dict[str, Any]] = [
         {
             "session_id": session_id,
@@ -318,15 +324,14 @@ def _insert(
         for i, ev in enumerate(events)
     ]
     conn.execute(insert(EventRow), rows)
-    return [StoredEvent(**row) for row in rows], current
+    return [StoredEvent(**row) for row in rows]
 
 
 def _refuse(conn: Connection, session_id: str, turn_id: str | None, epoch: int | None) -> NoReturn:
-    """Why an append's counter update matched nothing: no session, or a stale owner."""
-    exists = conn.scalar(select(SessionRow.epoch).where(SessionRow.id == session_id))
-    if exists is None:
+    """Why an append matched nothing: no session, or a stale owner of its turn."""
+    if conn.scalar(select(SessionRow.id).where(SessionRow.id == session_id)) is None:
         raise SessionNotFoundError(f"No session {session_id!r} to append to")
+    current = conn.scalar(select(TurnRow.epoch).where(TurnRow.id == turn_id))
     raise StaleOwnerError(
-        f"Session {session_id!r} is at epoch {exists}, not {epoch}: another worker "
-        f"took turn {turn_id!r} over"
+        f"Turn {turn_id!r} is at epoch {current}, not {epoch}: another worker took it over"
     )

@@ -81,9 +81,6 @@ class SessionRow(Base):
     agent: Mapped[str | None] = mapped_column(String(64), default=None)
     # The per-session sequence counter: bumped in the same transaction as each insert.
     last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
-    # Bumped when a worker takes over a turn of the session: appends made under an older
-    # epoch (a stale worker's late writes) are refused in the same statement as the seq.
-    epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -103,6 +100,9 @@ class TurnRow(Base):
     worker_id: Mapped[str | None] = mapped_column(String(128), default=None)
     lease_until: Mapped[datetime | None] = mapped_column(default=None)
     job: Mapped[dict[str, Any] | None] = mapped_column(JSONData, default=None)
+    # Bumped when a worker takes the turn over: its appends made under an older epoch (a
+    # stale worker's late writes) are refused in the transaction that numbers them.
+    epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class EventRow(Base):

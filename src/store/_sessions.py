@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from sqlalchemy import func, insert, select, update
@@ -213,6 +213,18 @@ class Sessions:
                     created_at=utcnow(),
                 )
             )
+
+    async def turn_usage(self, session_id: str, turn_id: str) -> list[UsageRecord]:
+        """The usage rows of one turn's model calls, in the order they were recorded."""
+        columns = [getattr(UsageRow, f.name) for f in fields(UsageRecord)]
+        query = (
+            select(*columns)
+            .where(UsageRow.session_id == session_id, UsageRow.turn_id == turn_id)
+            .order_by(UsageRow.id)
+        )
+        return await self._db.run_read(
+            lambda conn: [UsageRecord(**row._asdict()) for row in conn.execute(query)]
+        )
 
     async def usage_totals(self, session_id: str) -> UsageTotals:
         columns = (

@@ -94,6 +94,14 @@ class RequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ProtocolBody(BaseModel):
+    """A chat protocol's JSON body (the AI SDK's, AG-UI's): its clients send fields Bosun
+    does not read, so unknown fields are accepted (and ignored), but its OpenAPI schema is
+    pydantic's own, as a ``RequestBody``'s is."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class ChatRequest(RequestBody):
     message: MessageText = Field(description="The user's message.")
     session_id: str | None = Field(

@@ -26,6 +26,8 @@ from store import Store
 from stream import (
     _actions,
     _agents,
+    _agui,
+    _ai_sdk,
     _approvals,
     _artifacts,
     _budget,
@@ -60,6 +62,9 @@ ROUTES = [
     _artifacts.artifact_detail,
     _resolve.confirm_tool,
     _resolve.pick_candidate,
+    _ai_sdk.ai_sdk_chat,
+    _ai_sdk.ai_sdk_resume,
+    _agui.ag_ui_run,
     _actions.undo_tool,
     _actions.cancel_turns,
     _routes.healthz,

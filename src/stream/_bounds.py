@@ -35,10 +35,14 @@ UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0
 TOOL_USE_ID_PATTERN = r"^[!-~]{1,64}$"
 """Provider tool use ids: printable ASCII without spaces, at most the column's 64."""
 RUN_ID_PATTERN = r"^run_[0-9a-f]{32}$"
+THREAD_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+"""A chat protocol's thread id (the AI SDK's chat ``id``, AG-UI's ``threadId``): what their
+id generators make, and UUIDs."""
 PATH_IDS: dict[str, tuple[str, str]] = {
     "session_id": (UUID_PATTERN, "a session id (a UUID)"),
     "tool_use_id": (TOOL_USE_ID_PATTERN, "a tool use id (1-64 printable ASCII characters)"),
     "run_id": (RUN_ID_PATTERN, "a run id (run_ and 32 hex digits)"),
+    "chat_id": (THREAD_ID_PATTERN, "a chat id (1-128 letters, digits or _.:-)"),
     "webhook_id": (r"^wh_[0-9a-f]{32}$", "a webhook id (wh_ and 32 hex digits)"),
     "artifact_id": (ARTIFACT_ID_PATTERN, "an artifact id (art_ and 24 hex digits)"),
 }

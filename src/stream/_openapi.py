@@ -30,6 +30,7 @@ from litestar.response import Stream
 from litestar.routes import HTTPRoute
 from pydantic import BaseModel
 
+from stream._api import ProtocolBody
 from stream._auth import PUBLIC_PATHS
 from stream._bounds import PATH_IDS
 
@@ -137,10 +138,10 @@ def _chosen(
 
 
 class BodySchemaPlugin(OpenAPISchemaPlugin):
-    """Request bodies (pydantic models that refuse unknown fields) get pydantic's own JSON
-    schema. ``settings`` adds, by property name, the constraints that come from settings
-    (``{"message": {"maxLength": max_message_chars}}``): the routes check those, not the
-    models."""
+    """Request bodies (pydantic models that refuse unknown fields, and chat protocols'
+    ``ProtocolBody``) get pydantic's own JSON schema. ``settings`` adds, by property name,
+    the constraints that come from settings (``{"message": {"maxLength":
+    max_message_chars}}``): the routes check those, not the models."""
 
     def __init__(
         self,
@@ -156,7 +157,7 @@ class BodySchemaPlugin(OpenAPISchemaPlugin):
         return (
             isinstance(value, type)
             and issubclass(value, BaseModel)
-            and value.model_config.get("extra") == "forbid"
+            and (value.model_config.get("extra") == "forbid" or issubclass(value, ProtocolBody))
         )
 
     def to_openapi_schema(

@@ -13,7 +13,7 @@ from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
-from context import conversation
+from context import answer_text, conversation
 from fleet import DEFAULT_HANDLE, AgentSetup
 from store import IdempotencyClaim, SessionRecord, StoredEvent
 from stream._agents import agent_or_404
@@ -94,11 +94,18 @@ async def _pick_agent(
     return services.agents.setup(agent)
 
 
-async def _start_turn(
-    services: Services, request: AuthedRequest, body: ChatRequest, key: str | None
+async def start_turn(
+    services: Services,
+    request: AuthedRequest,
+    body: ChatRequest,
+    key: str | None,
+    *,
+    new_session_id: str | None = None,
 ) -> TurnHandle:
     """Start the turn ``body`` asks for; with an idempotency ``key`` already used for the
-    same body, the earlier request's turn instead (nothing new starts, nothing is counted)."""
+    same body, the earlier request's turn instead (nothing new starts, nothing is counted).
+    Without ``body.session_id`` the turn opens a session, with ``new_session_id`` when the
+    caller chose its id (a chat protocol's thread)."""
     principal = request.user
     check_message_length(body.message, services.config.max_message_chars)
     if key is not None:
@@ -111,7 +118,10 @@ async def _start_turn(
     session_id = session.id if session is not None else None
     claim = None
     if key is not None:
-        held = await _claim_key(services, request, key, body)
+        # A thread's first message names the session it opens, so that its retry (which
+        # finds the session open) is the same request.
+        keyed = body.model_copy(update={"session_id": new_session_id}) if new_session_id else body
+        held = await _claim_key(services, request, key, keyed)
         if isinstance(held, TurnHandle):
             return held
         claim = held
@@ -121,7 +131,9 @@ async def _start_turn(
         if session_id is not None:  # a question waiting in the session: this answers it
             handle = await answer_questions(services, principal, session_id, body.message)
         if handle is None:
-            handle = await _open_turn(services, request, body, session_id, (setup, models))
+            handle = await _open_turn(
+                services, request, body, (session_id, new_session_id), (setup, models)
+            )
     except BaseException:
         if claim is not None:  # no turn started: a retry may claim the key again
             await services.store.idempotency.release(claim)
@@ -137,12 +149,15 @@ async def _open_turn(
     services: Services,
     request: AuthedRequest,
     body: ChatRequest,
-    session_id: str | None,
+    session: tuple[str | None, str | None],
     chosen: tuple[AgentSetup, TurnRoleModels],
 ) -> TurnHandle:
+    """Start a turn in the session (``session``: its id, or none yet and the id to give
+    the new one, if chosen)."""
     principal = request.user
     setup, models = chosen
     agent = setup.agent
+    session_id, new_id = session
     if session_id is None:
         session_id = await new_session(
             services.store,
@@ -150,6 +165,7 @@ async def _open_turn(
             user_id=principal.user_id,
             first_message=body.message,
             agent=None if agent.handle == DEFAULT_HANDLE else agent.handle,
+            session_id=new_id,
         )
     return await services.runner.start(
         kit=setup.kit,
@@ -230,7 +246,7 @@ async def chat_stream(
     services: ServicesDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Stream:
-    handle = await _start_turn(services, request, data, idempotency_key)
+    handle = await start_turn(services, request, data, idempotency_key)
     return sse_stream(services, handle.session_id, after=handle.after, turn_id=handle.turn_id)
 
 
@@ -241,19 +257,16 @@ async def chat(
     services: ServicesDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ChatResponse:
-    handle = await _start_turn(services, request, data, idempotency_key)
+    handle = await start_turn(services, request, data, idempotency_key)
     events = await _finished_turn(services, handle)
     done = next((e.data for e in reversed(events) if e.type == "done"), {})
     usage = next((e.data for e in events if e.type == "usage"), None)
     error = next((e.data for e in reversed(events) if e.type == "error"), None)
-    answer = "".join(
-        e.data["delta"] for e in events if e.type == "text_delta" and e.data.get("step_id") is None
-    )
     return ChatResponse(
         session_id=handle.session_id,
         turn_id=handle.turn_id,
         status=done.get("status", "running"),
-        answer=answer,
+        answer=answer_text(events),  # text a takeover wrote again, once
         events=[{"seq": e.seq, "type": e.type, "data": e.data} for e in events],
         usage=usage,
         error=error,

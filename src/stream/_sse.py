@@ -34,14 +34,38 @@ async def tail(
     keepalive_s: float,
     turn_id: str | None = None,
 ) -> AsyncIterator[bytes]:
-    """Frames for the session's events after ``after``, live, until the end.
+    """Bosun's own SSE frames for the session's events after ``after``, live, until the
+    end (see ``follow``). Operator-only events (``INTERNAL_EVENTS``) are never sent."""
+    async for events in follow(
+        store, session_id, after=after, keepalive_s=keepalive_s, turn_id=turn_id
+    ):
+        if events is None:
+            yield KEEPALIVE
+            continue
+        # One chunk per read: the transport and the client pay per chunk, not per frame.
+        frames = b"".join(encode_frame(e) for e in events if e.type not in INTERNAL_EVENTS)
+        if frames:
+            yield frames
 
-    With ``turn_id`` the stream carries that turn's events and ends at its ``done``.
-    Without, it carries every event and ends once it has caught up and no turn of the
-    session is running. Operator-only events (``INTERNAL_EVENTS``) are never sent.
+
+async def follow(
+    store: Store,
+    session_id: str,
+    *,
+    after: int,
+    keepalive_s: float,
+    turn_id: str | None = None,
+) -> AsyncIterator[list[StoredEvent] | None]:
+    """The session's events after ``after`` in batches, live, until the end; ``None``
+    when nothing happened for ``keepalive_s`` (time for a keep-alive). Every stream, in
+    Bosun's own framing or a chat protocol's, is this one tail of the log.
+
+    With ``turn_id`` it carries that turn's events and ends at its ``done``. Without, it
+    carries every event and ends once it has caught up and no turn of the session is
+    running. Batches may hold operator-only events: a translator leaves them out.
     """
     cursor = after
-    idle_s = 0.0  # since the last frame or keep-alive
+    idle_s = 0.0  # since the last batch or keep-alive
     caught_up = False  # the first round reads the log; later ones take what was committed
     with store.log.notifier.listen(session_id) as wake:
         while True:
@@ -55,21 +79,17 @@ async def tail(
                     cursor = held[-1].seq  # other turns' events move the cursor too
                 events = [e for e in held if turn_id is None or e.turn_id == turn_id]
             if events:
-                # One chunk per read: the transport and the client pay per chunk, not per frame.
-                ends = turn_id is not None and events[-1].type == "done"
-                frames = b"".join(encode_frame(e) for e in events if e.type not in INTERNAL_EVENTS)
-                if frames:
-                    yield frames
-                    idle_s = 0.0
+                yield events
+                idle_s = 0.0
                 cursor = max(cursor, events[-1].seq)
-                if ends:
+                if turn_id is not None and events[-1].type == "done":
                     return
                 continue
             if turn_id is None and not await store.sessions.running_turns(session_id):
                 # A turn's done and its closing commit together: one more read is complete.
-                for event in await store.log.read(session_id, after=cursor):
-                    if event.type not in INTERNAL_EVENTS:
-                        yield encode_frame(event)
+                rest = await store.log.read(session_id, after=cursor)
+                if rest:
+                    yield rest
                 return
             poll = store.log.notifier.poll_s
             wait_s = keepalive_s if poll is None else min(poll, keepalive_s)
@@ -80,4 +100,4 @@ async def tail(
                 idle_s += wait_s
                 if idle_s >= keepalive_s:
                     idle_s = 0.0
-                    yield KEEPALIVE
+                    yield None

@@ -3,10 +3,13 @@
 Every ``lease_s / 3`` seconds it renews the leases of the turns this process runs (a turn
 whose lease another worker has taken is stopped here: its writes would be refused), then
 claims running turns whose lease has run out, oldest first, and runs each on from where
-its log ends. On SQLite (one process) the same loop resumes the turns a previous process
-left running, once their lease runs out. It also ends suspended turns whose questions went
-unanswered for ``pending_ttl_s`` (``expired``): the deadline is in the database, so it
-holds across restarts, and the conditional close lets one worker of several do it.
+its log ends. On SQLite the database is on this host, so a holder whose process has ended
+is known to be dead (``worker_gone``): its turns are claimed at once, without waiting for
+the lease (a restarted server resumes the turns its predecessor left running at its
+first tick, on start-up). On PostgreSQL a worker on another host may only be slow, so the
+lease decides. It also ends suspended turns whose questions went unanswered for
+``pending_ttl_s`` (``expired``): the deadline is in the database, so it holds across
+restarts, and the conditional close lets one worker of several do it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import structlog
 from events import UserMessage
 from store import Claim, Store
 from turn._models import ModelResolver
-from turn._runner import TurnRunner
+from turn._runner import TurnRunner, worker_gone
 
 _log = structlog.get_logger("bosun.turns")
 
@@ -70,11 +73,21 @@ class Keeper:
         mine = runner.running
         held = await self._store.leases.renew(runner.worker_id, mine, runner.lease_s)
         runner.fenced({t for t in mine if t not in held and t in runner.running})
-        claims = await self._store.leases.claim_expired(runner.worker_id, runner.lease_s)
+        claims = await self._store.leases.claim_expired(
+            runner.worker_id, runner.lease_s, gone=await self._gone()
+        )
         for claim in claims:
             await self._take_over(claim)
         await self.expire()
         return [c.turn_id for c in claims]
+
+    async def _gone(self) -> set[str]:
+        """The workers holding running turns whose process has ended (SQLite only: its
+        database is on this host, so their pids are this host's)."""
+        if self._store.dialect != "sqlite":
+            return set()
+        holders = await self._store.leases.holders(self._runner.worker_id)
+        return {worker for worker in holders if worker_gone(worker)}
 
     async def expire(self) -> list[str]:
         """End the turns whose questions have waited longer than ``pending_ttl_s``; returns

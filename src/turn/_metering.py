@@ -160,9 +160,7 @@ class TurnMeter:
             return None
         usage = completion.usage
         cost = cost_usd_micros(completion.model, usage)
-        before, before_cost = self.by_role.get(role, (TokenUsage(), 0))
-        self.by_role[role] = (before + usage, before_cost + cost)
-        self.calls.append(call_figures(role, completion.model, usage, cost))
+        self._count(role, completion.model, usage, cost)
         return UsageRecord(
             session_id=self.session_id or "",
             turn_id=self.turn_id,
@@ -176,6 +174,28 @@ class TurnMeter:
             cache_write_tokens=usage.cache_write_tokens,
             cost_usd_micros=cost,
         )
+
+    def _count(self, role: str, model: str, usage: TokenUsage, cost: int) -> None:
+        before, before_cost = self.by_role.get(role, (TokenUsage(), 0))
+        self.by_role[role] = (before + usage, before_cost + cost)
+        self.calls.append(call_figures(role, model, usage, cost))
+
+    async def adopt(self) -> None:
+        """Count the calls of this turn that no ``usage`` event in its log reported: those
+        of an attempt whose worker died (call it before this attempt makes any). They are
+        recorded and charged already; the turn's ``usage`` event is where they were
+        missing."""
+        if self.session_id is None:
+            return
+        logged = await self.store.log.read(self.session_id, turn_id=self.turn_id)
+        reported = sum(len(e.data.get("calls") or ()) for e in logged if e.type == "usage")
+        rows = await self.store.sessions.turn_usage(self.session_id, self.turn_id)
+        for row in rows[reported:]:  # recorded in call order: the reported ones come first
+            usage = TokenUsage(
+                input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+                cache_read_tokens=row.cache_read_tokens, cache_write_tokens=row.cache_write_tokens,
+            )  # fmt: skip
+            self._count(row.role, row.model, usage, row.cost_usd_micros)
 
     def settle(self, day: date, reserved: int, record: UsageRecord | None) -> asyncio.Task[None]:
         """Record a finished call (or give back the reservation of one that was not). The

@@ -41,12 +41,19 @@ class TurnHandle:
 
 
 async def new_session(
-    store: Store, *, org_id: str, user_id: str, first_message: str, agent: str | None = None
+    store: Store,
+    *,
+    org_id: str,
+    user_id: str,
+    first_message: str,
+    agent: str | None = None,
+    session_id: str | None = None,
 ) -> str:
     """Open a session (with ``agent``, a profile's handle) for a conversation starting
-    with ``first_message``; its id. Its title is the message's start until the summariser
-    writes a better one."""
-    session_id = str(uuid.uuid4())
+    with ``first_message``; its id (``session_id`` when the caller chose it: a chat
+    protocol's thread). Its title is the message's start until the summariser writes a
+    better one."""
+    session_id = session_id or str(uuid.uuid4())
     title = first_message[:SESSION_TITLE_CHARS]
     await store.sessions.create(
         org_id=org_id, user_id=user_id, session_id=session_id, title=title, agent=agent
@@ -56,7 +63,32 @@ async def new_session(
 
 def new_worker_id() -> str:
     """This process's id in turn leases: host, pid and a random suffix (pids are reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    _OURS.add(worker_id)
+    return worker_id
+
+
+_OURS: set[str] = set()  # the worker ids this process made (several apps may run in one)
+
+
+def worker_gone(worker_id: str) -> bool:
+    """Whether the process behind ``worker_id`` (``new_worker_id``'s) has certainly ended:
+    it ran on this host and no process has its pid any more, or this process has it (a
+    restart that got the same pid, as in a container) and did not make that id. Unsure
+    (another host, a pid in use, another format): ``False``."""
+    parts = worker_id.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return worker_id not in _OURS
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists (another user's) or cannot be asked
+        return False
+    return False
 
 
 def _job(

@@ -6,15 +6,26 @@ events (its text, its tool calls and their results), so the model sees what alre
 and a write is never repeated for want of memory (and a call the model repeats under the
 same id replays its recorded result). A tool call cut off mid-run gets its recorded
 outcome if it finished, else an ``interrupted`` error: the model is told to check before
-trying again. Steps not started yet start as usual.
+trying again. Steps not started yet start as usual. Text the dead worker streamed that the
+model no longer remembers writing (an answer cut off mid-stream, a step's words after its
+last calls) is written again: ``resets`` are the ``message_reset`` events that tell every
+reader to drop it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from events import Event, StepCompleted, ToolCompleted, ToolError, event_data
+from context import abandoned
+from events import (
+    Event,
+    MessageReset,
+    StepCompleted,
+    ToolCompleted,
+    ToolError,
+    event_data,
+)
 from executors import PlanSuspended, StepEnd, StepResult, Suspended
 from planner import Plan, PlannedStep
 from providers import Message, Part, TextPart, ToolCall, ToolResult
@@ -91,7 +102,7 @@ def _transcript(
     each followed by the results of its calls. Returns it (ending with the last assistant
     message that made calls, without its results), the number of calls, that message's
     calls, and the results logged for them. Text after the last calls (an answer cut off
-    mid-stream) is dropped: the step answers again."""
+    mid-stream) is dropped: the step answers again (``resets`` says so in the log)."""
     messages: list[Message] = []
     text: list[str] = []
     calls: list[ToolCall] = []
@@ -103,24 +114,97 @@ def _transcript(
         parts: list[Part] = [TextPart(text=said)] if said.strip() else []
         return Message(role="assistant", parts=(*parts, *calls))
 
-    for event in events:
+    for event in _said_and_done(events, step_id, answer_is_step):
         data = event.data
-        owner = data.get("step_id")
-        if event.type == "text_delta" and (owner == step_id or (owner is None and answer_is_step)):
+        if event.type == "text_delta":
             if calls:  # a new model turn after the last one's calls
                 messages.append(assistant())
                 messages.append(Message(role="user", parts=tuple(_of(results, c) for c in calls)))
                 text, calls = [], []
             text.append(str(data.get("delta", "")))
-        elif event.type == "tool_started" and owner == step_id:
+        elif event.type == "tool_started":
             wire = str(data["tool"]).replace(".", "_")  # as the model called it
             calls.append(ToolCall(id=data["tool_use_id"], name=wire, input=data["input"]))
             count += 1
-        elif event.type == "tool_completed" and any(c.id == data.get("tool_use_id") for c in calls):
+        elif any(c.id == data.get("tool_use_id") for c in calls):  # tool_completed
             results[data["tool_use_id"]] = _result(data)
     if calls:
         messages.append(assistant())
     return messages, count, calls, {c.id: results[c.id] for c in calls if c.id in results}
+
+
+def _said_and_done(
+    events: Sequence[StoredEvent], step_id: str, answer_is_step: bool
+) -> Iterator[StoredEvent]:
+    """The step's model text (``text_delta``: its own, or the answer's when the step writes
+    it), its ``tool_started`` and every ``tool_completed``, in log order. A message a
+    forced loop told the user is left out: it is a call's effect, streamed after the call
+    (its ``agent_message`` is marked ``in_answer``), not text the model wrote; so is text
+    an earlier takeover abandoned (``message_reset``)."""
+    told: list[str] = []
+    gone = abandoned(events)
+    for event in events:
+        data = event.data
+        owner = data.get("step_id")
+        if event.type == "text_delta" and (owner == step_id or (owner is None and answer_is_step)):
+            said = str(data.get("delta", ""))
+            if event.seq in gone:
+                continue
+            if said.removeprefix("\n\n") in told:
+                told.remove(said.removeprefix("\n\n"))
+                continue
+            yield event
+        elif event.type == "tool_completed" or (event.type == "tool_started" and owner == step_id):
+            yield event
+        elif event.type == "agent_message" and owner == step_id and data.get("in_answer"):
+            told.append(str(data.get("text", "")))
+
+
+def _cut_off_from(events: Sequence[StoredEvent], step_id: str, answer_is_step: bool) -> int | None:
+    """Where the step's text after its last tool calls starts (``None``: there is none):
+    the text ``_transcript`` drops, which the step writes again."""
+    since: int | None = None
+    for event in _said_and_done(events, step_id, answer_is_step):
+        if event.type == "text_delta" and since is None:
+            since = event.seq
+        elif event.type == "tool_started":
+            since = None
+    return since
+
+
+def resets(events: Sequence[StoredEvent], message_id: str, plan: Plan | None) -> list[MessageReset]:
+    """The ``message_reset`` events a takeover logs before it writes again: one for each
+    message whose streamed text it abandons, from the first abandoned ``text_delta``.
+    ``plan`` is the plan whose steps go on from the checkpoint; ``None`` when the answer
+    is written afresh. A finished step's text stands; a running step's text after its last
+    calls goes (that step writes it again); the answer goes unless a ``tool`` plan's step
+    writes it, which then goes on as any running step does."""
+
+    def reset(seq: int, step_id: str | None = None) -> MessageReset:
+        return MessageReset(message_id=message_id, reason="takeover", from_seq=seq,
+                            step_id=step_id)  # fmt: skip
+
+    gone = abandoned(events)
+    answer = next(
+        (e.seq for e in events
+         if e.type == "text_delta" and "step_id" not in e.data and e.seq not in gone),
+        None,
+    )  # fmt: skip
+    if plan is None or not plan.steps:
+        return [] if answer is None else [reset(answer)]
+    finished = {e.data["step_id"] for e in events if e.type == "step_completed"}
+    started = {e.data["step_id"] for e in events if e.type == "step_started"}
+    writes_answer = plan.strategy == "tool"
+    out = []
+    for step in plan.steps:
+        cut = None
+        if step.id in started and step.id not in finished:
+            cut = _cut_off_from(events, step.id, writes_answer)
+        if cut is not None:
+            out.append(reset(cut, None if writes_answer else step.id))
+    if not writes_answer and answer is not None:  # the merge writes the answer afresh
+        out.append(reset(answer))
+    return out
 
 
 def _of(results: dict[str, ToolResult], call: ToolCall) -> ToolResult:

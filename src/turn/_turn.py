@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import assert_never
 
@@ -48,7 +48,7 @@ from turn._execute import StepLimitError, execute_plan
 from turn._forced import forced_plan
 from turn._metering import BudgetExceededError, TurnMeter
 from turn._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
-from turn._takeover import checkpoint
+from turn._takeover import checkpoint, resets
 from turn._work import Ask, Crew, Direct, Fresh, Resumed, TakenOver, Work, start_of
 
 AGENT_DISABLED = (
@@ -99,7 +99,7 @@ class Turn:
     timeout_s: float = 300.0
     resume: tuple[Plan, PlanSuspended] | None = None  # go on from a suspension, no planning
     takeover: bool = False  # another worker ran it and died: go on from where its log ends
-    epoch: int | None = None  # the session's ownership epoch this worker writes under
+    epoch: int | None = None  # the turn's ownership epoch this worker writes under
 
 
 async def run_turn(
@@ -147,6 +147,8 @@ async def run_turn(
                 closing, status = [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed"
             else:
                 async with asyncio.timeout(turn.timeout_s):
+                    if turn.takeover:  # before any call: the dead attempt's join the usage
+                        await meter.adopt()
                     await meter.check()
                     deadline = asyncio.get_running_loop().time() + turn.timeout_s
                     job = _Job(store, kit, turn, turn.model, out, _Budget(meter, deadline))
@@ -303,22 +305,32 @@ async def _run(job: _Job) -> Ending:
         case Resumed(plan=plan, paused=paused):
             work = Work(plan=plan, paused=paused)
         case TakenOver(plan=plan, events=mine):
-            work = Work(plan=plan)
-            if plan.steps and job.kit.tools is not None:
-                paused, owed = await checkpoint(store, plan, mine)
-                work = Work(plan=plan, paused=paused)
-                for event in owed:
-                    out.add(event)
+            work = await _taken_over(job, plan, mine)
         case _:
             assert_never(start)
     ask = Ask(text=turn.text, view=view, knowledge=knowledge(log, work.loaded))
     runs_steps = work.plan is not None and work.plan.steps and job.kit.tools is not None
+    if turn.takeover:  # before any text of its own: the dead attempt's it writes again
+        own = [e for e in log if e.turn_id == turn.turn_id]
+        for reset in resets(own, turn.message_id, work.plan if runs_steps else None):
+            out.add(reset)
     first = isinstance(start, Fresh | Direct)  # no attempt of this turn recorded calls before
     ending = await (_execute(job, work, ask, first=first) if runs_steps else _answer(job, ask))
     if turn.summariser is not None and not isinstance(start, Resumed):  # done the first time
         for event in await _upkeep(store, job.kit, turn, turn.summariser, view):
             out.add(event)
     return ending
+
+
+async def _taken_over(job: _Job, plan: Plan, mine: Sequence[StoredEvent]) -> Work:
+    """Go on with ``plan`` from the checkpoint in the turn's log (``mine``), logging the
+    results owed to calls that were cut off."""
+    if not plan.steps or job.kit.tools is None:
+        return Work(plan=plan)
+    paused, owed = await checkpoint(job.store, plan, mine)
+    for event in owed:
+        job.out.add(event)
+    return Work(plan=plan, paused=paused)
 
 
 async def _plan(job: _Job, planner: Model, view: History, log: list[StoredEvent]) -> Work:

@@ -2,7 +2,8 @@
 
 A turn starts on worker A; once its write tool has run, A is killed with SIGKILL. Worker B
 takes the turn over when A's lease runs out and finishes it; a client that re-attaches to
-B gets every event exactly once, the log has no gap or duplicate, and the write ran once.
+B gets every event exactly once and shows the answer once (B's ``message_reset`` drops A's
+cut-off words), the log has no gap or duplicate, and the write ran once.
 """
 
 from __future__ import annotations
@@ -25,22 +26,26 @@ from httpx_sse import connect_sse
 
 from bosun.settings import DEV_JWT_SECRET
 from conftest import free_port
+from helpers import shown_answer
 from stream import TokenConfig, mint_token
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
 Popen = subprocess.Popen[str]
 GOAL = "Create the mobility workout"
+ANSWER = "Created the Mobility reset workout for you, thirty minutes long."
+LEASE_S = 2
 SCRIPT = f"""
 steps:
   - match: "You are the planner"
     text: >-
       {{"strategy": "tool", "reasoning": "one write",
         "steps": [{{"id": "s1", "goal": "{GOAL}", "tools": ["workouts.create"]}}]}}
+    usage: {{input_tokens: 321}}
   - match: "{GOAL}"
     tool_calls: [{{id: toolu_w, name: workouts_create,
                    input: {{title: "Mobility reset", duration_min: 30}}}}]
   - match: "{GOAL}"
-    text: "Created the Mobility reset workout for you, thirty minutes long."
+    text: "{ANSWER}"
     delay_s: 0.4
   - match: "Write a short title"
     text: "Mobility workout"
@@ -56,7 +61,7 @@ def workers(postgres_url: str, tmp_path: Path) -> Iterator[tuple[list[str], list
     script = tmp_path / "script.yaml"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOSUN_")}
-    env |= {"BOSUN_DATABASE_URL": postgres_url, "BOSUN_WORKERS__LEASE_S": "2"}
+    env |= {"BOSUN_DATABASE_URL": postgres_url, "BOSUN_WORKERS__LEASE_S": str(LEASE_S)}
     migrate = subprocess.run([*BOSUN, "migrate"], env=env, cwd=tmp_path, capture_output=True,
                              text=True, timeout=60, check=False)  # fmt: skip
     assert migrate.returncode == 0, migrate.stderr
@@ -119,16 +124,21 @@ async def test_a_killed_workers_turn_finishes_on_the_other(
     holder = await db.fetchval("SELECT worker_id FROM turns")
     assert f":{worker_a.pid}:" in holder  # A runs it
     os.kill(worker_a.pid, signal.SIGKILL)
+    killed = time.monotonic()
     worker_a.wait(timeout=10)
 
     last = seen[-1][0]
     rest: list[tuple[int, str, dict[str, object]]] = []
+    reset_after_s = None
     with httpx.Client(base_url=url_b, timeout=60) as client:
         stream_headers = {**headers, "Last-Event-ID": str(last)}
         with connect_sse(client, "GET", f"/v1/sessions/{session_id}/stream",
                          headers=stream_headers) as events:  # fmt: skip
             for sse in events.iter_sse():
                 rest.append((int(sse.id), sse.event, json.loads(sse.data)))
+                if sse.event == "message_reset":  # B's first event, once the lease ran out
+                    reset_after_s = time.monotonic() - killed
+        detail = client.get(f"/v1/sessions/{session_id}", headers=headers).json()
 
     try:
         seqs = [r["seq"] for r in await db.fetch("SELECT seq FROM events ORDER BY seq")]
@@ -148,6 +158,11 @@ async def test_a_killed_workers_turn_finishes_on_the_other(
     assert rest[-1][1] == "done" and rest[-1][2]["status"] == "completed"
     assert writes == 1 and execution == "succeeded"  # the write ran once
     assert (turn["status"], turn["worker_id"]) == ("completed", None)
+    # A's cut-off words are dropped by the reset: the client shows the stored answer once.
+    assert reset_after_s is not None and reset_after_s < LEASE_S + 3, reset_after_s
+    assert shown_answer(seen + rest) == detail["messages"][-1]["text"] == ANSWER
+    by_role: Any = next(data["by_role"] for _, kind, data in rest if kind == "usage")
+    assert by_role["planner"]["input_tokens"] == 321  # A's planner call, in B's usage
 
 
 @pytest.mark.postgres

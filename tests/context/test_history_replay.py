@@ -9,6 +9,8 @@ from context import (
     History,
     HistoryEntry,
     TokenCounter,
+    abandoned,
+    answer_text,
     conversation,
     fit_history,
     history,
@@ -45,6 +47,29 @@ class _Log:
             self.add("text_delta", turn_id, delta=answer[:3])
             self.add("text_delta", turn_id, delta=answer[3:])
             self.add("message_done", turn_id, message_id=f"a{turn_id}")
+
+
+def test_text_a_takeover_abandoned_is_replayed_once() -> None:
+    """Two takeovers of one turn, each cutting off its predecessor's answer mid-stream:
+    every reader keeps only the text after the last ``message_reset``, and a reset of a
+    step's text (or of another turn) leaves the answer alone."""
+    log = _Log()
+    log.add("user_message", "t1", message_id="m1", text="Count")
+    log.add("text_delta", "t1", delta="one ", step_id="s1")
+    first = log.add("text_delta", "t1", delta="one ")
+    log.add("text_delta", "t1", delta="two ")
+    log.add("message_reset", "t1", message_id="m1", reason="takeover", from_seq=first)
+    second = log.add("text_delta", "t1", delta="one ")
+    log.add("message_reset", "t1", message_id="m1", reason="takeover", from_seq=second)
+    log.add("message_reset", "t1", message_id="m1", reason="takeover", from_seq=1, step_id="s9")
+    log.add("message_reset", "t2", message_id="m2", reason="takeover", from_seq=1)
+    log.add("text_delta", "t1", delta="one two three")
+    log.add("message_done", "t1", message_id="m1")
+
+    assert abandoned(log.events) == {first, first + 1, second}
+    assert answer_text(log.events) == "one two three"
+    assert conversation(log.events) == [Message.user("Count"), Message.assistant("one two three")]
+    assert history(log.events).messages[-1] == Message.assistant("one two three")
 
 
 def test_conversation_is_the_whole_transcript_even_after_a_summary() -> None:

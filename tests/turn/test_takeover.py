@@ -10,12 +10,17 @@ tests/bosun/test_workers.py.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
 
+from context import answer_text, conversation
 from events import (
     Event,
     PlanCreated,
@@ -23,17 +28,20 @@ from events import (
     SessionStarted,
     StepStarted,
     TextDelta,
+    ToolCompleted,
     ToolStarted,
     UserMessage,
 )
-from providers import ScriptedModel, ToolResult
-from store import StaleOwnerError, Store
+from providers import Message, ScriptedModel, ToolResult
+from store import StaleOwnerError, Store, StoredEvent, UsageRecord
 from tools import ToolCallRequest, ToolContext, ToolRunner
 from tools.demo import demo_registry, seed_demo
 from tools.demo._tables import WorkoutRow
 from turn import TurnKit, TurnModels, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver
+from turn._runner import new_worker_id, worker_gone
+from turn._takeover import logged_plan, resets
 
 ORG = "acme"
 GOAL = "Create a 30-minute mobility workout"
@@ -192,3 +200,202 @@ async def test_a_live_worker_keeps_its_lease_and_loses_a_taken_turn(store: Store
     assert held_after[1] >= held_before[1]
     assert answer == "Taken over." and [e.type for e in log].count("done") == 1
     assert (await store.leases.holder(handle.turn_id))[0] is None  # finished: no lease
+
+
+async def cut_off_answer(store: Store, progress: list[Event], *, worker: str = "dead:1") -> str:
+    """A turn whose worker logged ``progress`` (its plan, part of its answer) and died:
+    its lease has run out and its planner call has a usage row but no ``usage`` event."""
+    await seed_demo(store, ORG)
+    session_id, turn_id = str(uuid.uuid4()), str(uuid.uuid4())
+    await store.sessions.create(org_id=ORG, user_id="ada", session_id=session_id, title=None)
+    opening: list[Event] = [
+        SessionStarted(session_id=session_id, turn_id=turn_id),
+        UserMessage(message_id="msg_1", text="count to five"),
+    ]
+    await store.log.open_turn(
+        session_id, opening, turn_id=turn_id, trace_id="trace-1", worker_id=worker,
+        lease_until=datetime.now(UTC) - timedelta(seconds=1),
+        job={"org_id": ORG, "user_id": "ada", "role": "owner", "model": None},
+    )  # fmt: skip
+    if progress:
+        await store.log.append(session_id, progress, turn_id=turn_id, epoch=0)
+    await store.sessions.record_usage(
+        UsageRecord(session_id=session_id, turn_id=turn_id, org_id=ORG, user_id="ada",
+                    role="planner", model="scripted", input_tokens=1000, output_tokens=50)
+    )  # fmt: skip
+    return session_id
+
+
+async def test_an_answer_cut_off_mid_stream_is_reset_and_told_once(store: Store) -> None:
+    simple = PlanCreated(strategy="simple", reasoning="talk")
+    words = [TextDelta(delta=w) for w in ("one ", "two ", "three ")]
+    session_id = await cut_off_answer(store, [simple, *words])
+    answer = {"text": "one two three four five", "usage": {"input_tokens": 200}}
+    keeper = worker(store, ScriptedModel([answer]), "live:2")
+
+    [turn_id] = await keeper.tick()
+    await keeper._runner.wait(turn_id)
+
+    log = await store.log.read(session_id)
+    first = next(e.seq for e in log if e.type == "text_delta")
+    [reset] = [e for e in log if e.type == "message_reset"]
+    again = [e.seq for e in log if e.type == "text_delta" and e.seq > reset.seq]
+    usage = next(e.data for e in log if e.type == "usage")
+    assert reset.data == {"message_id": "msg_1", "reason": "takeover", "from_seq": first,
+                          "type": "message_reset"}  # fmt: skip
+    assert again and reset.seq < again[0]  # logged before the new attempt's first delta
+    assert answer_text(log) == "one two three four five"  # what POST /v1/chat answers
+    assert conversation(log)[-1] == Message.assistant("one two three four five")
+    # The dead attempt's planner call is in the turn's usage, beside the new answer's.
+    assert usage["by_role"]["planner"]["input_tokens"] == 1000
+    assert usage["input_tokens"] == 1200 and len(usage["calls"]) == 2
+
+
+async def test_a_turn_cut_off_while_planning_counts_each_call_once(store: Store) -> None:
+    session_id = await cut_off_answer(store, [])  # its planner call ran; no plan was logged
+    model = ScriptedModel([
+        {"match": "You are the planner", "text": '{"strategy": "simple", "reasoning": "talk"}',
+         "usage": {"input_tokens": 10}},
+        {"text": "one two", "usage": {"input_tokens": 200}},
+    ])  # fmt: skip
+    runner = TurnRunner(store, turn_timeout_s=30, kit=TurnKit(), worker_id="live:2")
+    models = TurnModels(executor=model, planner=model)
+    keeper = Keeper(store, runner, ModelResolver(models, store.org_keys))
+
+    [turn_id] = await keeper.tick()
+    await runner.wait(turn_id)
+
+    log = await store.log.read(session_id)
+    usage = next(e.data for e in log if e.type == "usage")
+    assert [c["input_tokens"] for c in usage["calls"]] == [1000, 10, 200]
+    assert usage["by_role"]["planner"]["input_tokens"] == 1010
+    assert not any(e.type == "message_reset" for e in log)  # nothing was streamed
+
+
+async def test_a_step_keeps_its_text_before_its_calls_and_resets_what_followed(
+    store: Store,
+) -> None:
+    session_id, turn_id = await dead_worker_turn(store)
+    done = ToolCompleted(tool_use_id="toolu_1", ok=True, output={"id": "wo_1"})
+    after = [done, TextDelta(delta="Created 'Mobility"), TextDelta(delta=" reset' for")]
+    await store.log.append(session_id, after, turn_id=turn_id, epoch=0)
+    model = ScriptedModel([{"match": GOAL, "text": "Created 'Mobility reset' (30 min)."}])
+    keeper = worker(store, model, "live:2")
+
+    await keeper.tick()
+    await keeper._runner.wait(turn_id)
+
+    log = await store.log.read(session_id, turn_id=turn_id)
+    cut = next(e.seq for e in log if e.data.get("delta") == "Created 'Mobility")
+    [reset] = [e.data for e in log if e.type == "message_reset"]
+    assert reset["from_seq"] == cut and "step_id" not in reset  # a tool plan's step: the answer
+    assert answer_text(log) == "Creating it now.Created 'Mobility reset' (30 min)."
+    # The model was shown its call and the logged result, not the abandoned text.
+    said = [m for m in model.calls[0].messages if m.role == "assistant"]
+    assert [m.text for m in said] == ["Creating it now."]
+
+
+def _logged(*events: tuple[str, dict[str, object]]) -> list[StoredEvent]:
+    now = datetime.now(UTC)
+    return [
+        StoredEvent(session_id="s", seq=seq, type=kind, data={**data, "type": kind},
+                    turn_id="t", created_at=now)
+        for seq, (kind, data) in enumerate(events, start=1)
+    ]  # fmt: skip
+
+
+STEP_DONE = {"executor_id": "e1", "ok": True, "summary": "", "tool_calls": 0, "tokens": 0,
+             "duration_ms": 1}  # fmt: skip
+
+
+def test_what_a_takeover_resets_in_a_complex_plan_and_a_forced_loop() -> None:
+    steps = [{"id": "s1", "goal": "a"}, {"id": "s2", "goal": "b"}]
+    complex_log = _logged(
+        ("plan_created", {"strategy": "complex", "reasoning": "two", "steps": steps}),
+        ("step_started", {"step_id": "s1", "executor_id": "e1"}),
+        ("step_started", {"step_id": "s2", "executor_id": "e2"}),
+        ("text_delta", {"delta": "s1 says", "step_id": "s1"}),  # 4
+        ("step_completed", {"step_id": "s1", **STEP_DONE}),
+        ("text_delta", {"delta": "s2 says", "step_id": "s2"}),  # 6: s2 was still running
+    )
+    plan = logged_plan(complex_log)
+    assert plan is not None
+    assert [(r.from_seq, r.step_id) for r in resets(complex_log, "m", plan)] == [(6, "s2")]
+    merging = [*complex_log, *_logged(*[("text_delta", {"delta": "merged"})] * 7)[6:]]
+    assert [(r.from_seq, r.step_id) for r in resets(merging, "m", plan)] == [(6, "s2"), (7, None)]
+
+    forced = _logged(
+        ("plan_created", {"strategy": "tool", "reasoning": "loop",
+                          "steps": [{"id": "s1", "goal": "a", "tools": ["message.notify_user"]}]}),
+        ("step_started", {"step_id": "s1", "executor_id": "e1"}),
+        ("tool_started", {"tool_use_id": "c1", "tool": "message.notify_user",
+                          "input": {"message": "Hi there"}, "step_id": "s1"}),
+        ("tool_completed", {"tool_use_id": "c1", "ok": True, "output": {}}),
+        ("agent_message", {"text": "Hi there", "tool_use_id": "c1", "step_id": "s1",
+                           "in_answer": True}),
+        ("text_delta", {"delta": "Hi there"}),  # 6: told, a call's effect: it stands
+        ("text_delta", {"delta": "Now I"}),  # 7: the model's next words, cut off
+    )  # fmt: skip
+    plan = logged_plan(forced)
+    assert plan is not None
+    assert [r.from_seq for r in resets(forced, "m", plan)] == [7]
+    assert [r.from_seq for r in resets(forced[:6], "m", plan)] == []
+
+
+async def test_a_takeover_fences_that_turn_only(store: Store) -> None:
+    await store.sessions.create(org_id=ORG, user_id="ada", session_id="s-1", title=None)
+    for turn_id, lease_s in (("t-1", -1), ("t-2", 60)):  # t-1's lease has run out
+        await store.log.open_turn(
+            "s-1", [UserMessage(message_id=f"m-{turn_id}", text="hi")], turn_id=turn_id,
+            trace_id="tr", worker_id="a:1",
+            lease_until=datetime.now(UTC) + timedelta(seconds=lease_s),
+        )  # fmt: skip
+
+    [claim] = await store.leases.claim_expired("b:1", 30)
+
+    assert (claim.turn_id, claim.epoch) == ("t-1", 1)
+    # A still runs t-2 in the same session: its writes go on under its epoch.
+    await store.log.append("s-1", [TextDelta(delta="still mine")], turn_id="t-2", epoch=0)
+    with pytest.raises(StaleOwnerError):  # t-1's late write is refused
+        await store.log.append("s-1", [TextDelta(delta="late")], turn_id="t-1", epoch=0)
+    await store.log.append("s-1", [TextDelta(delta="new owner")], turn_id="t-1", epoch=1)
+
+
+async def test_a_turn_whose_process_is_gone_is_taken_over_at_once_on_sqlite(
+    store: Store,
+) -> None:
+    dead = f"{socket.gethostname()}:{ended_pid()}:abc123"
+    await store.sessions.create(org_id=ORG, user_id="ada", session_id="s-1", title=None)
+    await store.log.open_turn(
+        "s-1", [UserMessage(message_id="m-1", text="hi")], turn_id="t-1", trace_id="tr",
+        worker_id=dead, lease_until=datetime.now(UTC) + timedelta(seconds=60),
+        job={"org_id": ORG, "user_id": "ada", "role": "owner", "model": None},
+    )  # fmt: skip
+    keeper = worker(store, ScriptedModel([{"text": "Back."}]), new_worker_id())
+
+    taken = await keeper.tick()
+    await keeper._runner.wait("t-1")
+
+    if store.dialect == "sqlite":  # the database is on this host: the pid tells
+        assert taken == ["t-1"]
+        assert (await store.sessions.turns("s-1"))[0].status == "completed"
+    else:  # a worker elsewhere may only be slow: its lease decides
+        assert taken == []
+
+
+def ended_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    return ended.pid
+
+
+def test_worker_gone_is_sure_or_says_no() -> None:
+    host = socket.gethostname()
+    pid = ended_pid()
+    assert worker_gone(f"{host}:{pid}:abc123")
+    assert worker_gone(f"{host}:{os.getpid()}:abc123")  # a predecessor with this pid
+    assert not worker_gone(new_worker_id())  # this process's own
+    assert not worker_gone(f"{host}:{os.getppid()}:abc123")  # alive
+    assert not worker_gone(f"elsewhere:{pid}:abc123")  # another host: unknown
+    assert not worker_gone("dead:1")

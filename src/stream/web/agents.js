@@ -245,10 +245,19 @@ export class AgentsView {
       const response = await fetch(`/v1/runs/${runId}/stream`, {
         headers: this.headers(), signal: controller.signal,
       });
+      let said = []; // [seq, step_id, text]: a message_reset drops a taken-over tail of it
       for await (const frame of readFrames(response.body)) {
         const out = this.root.querySelector("#run-detail .run-live");
         if (!out || this.runId !== runId) break;
-        if (frame.event === "text_delta") out.textContent += JSON.parse(frame.data).delta;
+        if (frame.event === "text_delta") {
+          const data = JSON.parse(frame.data);
+          said.push([Number(frame.id), data.step_id ?? null, data.delta]);
+        } else if (frame.event === "message_reset") {
+          const data = JSON.parse(frame.data);
+          const step = data.step_id ?? null;
+          said = said.filter(([seq, of]) => of !== step || seq < data.from_seq);
+        }
+        out.textContent = said.map(([, , text]) => text).join("");
         if (frame.event === "done") break;
       }
     } catch {

@@ -332,6 +332,7 @@ function openedSession(sessionId) {
   if (state.sessionId === sessionId) return;
   state.sessionId = sessionId;
   markCurrentSession();
+  rememberSession();
 }
 
 /** Show a past session as it was streamed (its log through the same renderer), then
@@ -342,6 +343,7 @@ async function openSession(sessionId) {
   transcript.reset();
   state.sessionId = sessionId;
   markCurrentSession();
+  rememberSession();
   collapseSessions();
   ui.empty.hidden = true;
   setLoading(true);
@@ -356,9 +358,12 @@ async function openSession(sessionId) {
   ui.message.focus();
 }
 
-/** Render the session's whole log; whether a turn of it is still running. */
+/** Render the session's whole log; whether a turn of it is still running. The status is
+ * read first: a turn that ends while the log is read is then still re-attached to, which
+ * replays its tail (read after the log, its last events would be lost). */
 async function readLog(sessionId, view) {
   const base = `/v1/sessions/${encodeURIComponent(sessionId)}`;
+  const { data: detail } = await api("GET", base);
   for (;;) {
     const { data, error } = await api("GET", `${base}/events?after=${transcript.lastId}`);
     if (view !== state.view) return false;
@@ -371,7 +376,6 @@ async function readLog(sessionId, view) {
     }
     if (!data.events.length || transcript.lastId >= data.last_seq) break;
   }
-  const { data: detail } = await api("GET", base);
   return detail?.status === "running";
 }
 
@@ -388,6 +392,7 @@ function newChat() {
   transcript.reset();
   ui.empty.hidden = false;
   markCurrentSession();
+  rememberSession();
   collapseSessions();
   ui.message.focus();
 }
@@ -557,14 +562,49 @@ function noteError(error) {
   if (error.code !== "unauthorized") transcript.note(error);
 }
 
+/** The address bar's fragment as parameters: `token` (a link's) and `session`. */
+function linkParams() {
+  return new URLSearchParams(location.hash.slice(1));
+}
+
+/** Replace the fragment in the address bar and the history (no new entry, no event). */
+function setLinkParams(params) {
+  const hash = params.toString();
+  history.replaceState(null, "", location.pathname + location.search + (hash ? `#${hash}` : ""));
+}
+
 /** A `#token=...` link (printed by `bosun serve --dev`): keep the token, drop it from the
  * address bar and the history. */
 function tokenFromLink() {
-  const params = new URLSearchParams(location.hash.slice(1));
+  const params = linkParams();
   const token = params.get("token");
   if (!token) return null;
-  history.replaceState(null, "", location.pathname + location.search);
+  params.delete("token");
+  setLinkParams(params);
   return token;
+}
+
+/** Keep the open session's id in the address bar (`#session=<id>`; the token never goes
+ * there), so a reload reopens it and re-attaches to a turn of it still running. */
+function rememberSession() {
+  const params = linkParams();
+  if (state.sessionId) params.set("session", state.sessionId);
+  else params.delete("session");
+  setLinkParams(params);
+}
+
+/** A link pasted into the open tab changes only the fragment, so the page does not load
+ * again: sign in with its token (in place of the one in use, and what it showed) and open
+ * the session it names. */
+function followLink() {
+  const token = tokenFromLink();
+  const session = linkParams().get("session"); // read first: signing out forgets it
+  if (token && token !== state.token) {
+    signOut();
+    if (!signIn(token)) return;
+  }
+  if (state.token && session && session !== state.sessionId) openSession(session);
+  else rememberSession();
 }
 
 function wire() {
@@ -574,6 +614,7 @@ function wire() {
     if (signIn(ui.tokenInput.value.trim())) ui.tokenInput.value = "";
   });
   ui.tokenInput.addEventListener("input", () => ui.tokenInput.setCustomValidity(""));
+  window.addEventListener("hashchange", followLink);
   ui.signOut.addEventListener("click", () => signOut());
   ui.agentsToggle.addEventListener("click", () => toggleView("agents", ui.agentsToggle));
   ui.approvalsToggle.addEventListener("click", () =>
@@ -604,7 +645,9 @@ function wire() {
 function start() {
   wire();
   const token = tokenFromLink() ?? localStorage.getItem(TOKEN_KEY);
+  const session = linkParams().get("session"); // the one open before a reload
   if (!token || !signIn(token)) signOut();
+  else if (session) openSession(session);
 }
 
 /** A test hook: drop the current stream's connection as the network would. */

@@ -213,6 +213,9 @@ export class Transcript {
       case "text_delta":
         this.#delta(data, id);
         break;
+      case "message_reset":
+        this.#reset(data);
+        break;
       case "tool_started":
         this.#toolStarted(data, id);
         break;
@@ -332,12 +335,28 @@ export class Transcript {
 
   #delta(data, id) {
     const turn = this.#turn();
-    const span = h("span", { textContent: data.delta, dataset: { eventId: id } });
+    const span = h("span", {
+      textContent: data.delta,
+      dataset: { eventId: id, stepId: data.step_id },
+    });
     if (data.step_id == null) {
       turn.answer.append(span);
       turn.answer.classList.add("streaming");
     } else {
       (turn.step(data.step_id)?.text ?? turn.activity).append(span);
+    }
+  }
+
+  /** A worker died mid-stream and the turn was taken over: the text it had streamed for
+   * this message (the answer, or a step's) from `from_seq` on is written again next, so the
+   * text shown from there goes. Live or replayed from the log, the answer reads once. */
+  #reset(data) {
+    const turn = this.#turn();
+    const stepId = data.step_id ?? null;
+    const box = stepId == null ? turn.answer : turn.step(stepId)?.text ?? turn.activity;
+    for (const span of box.querySelectorAll(":scope > span[data-event-id]")) {
+      const same = (span.dataset.stepId ?? null) === stepId;
+      if (same && Number(span.dataset.eventId) >= data.from_seq) span.remove();
     }
   }
 

@@ -1,0 +1,815 @@
+"""AG-UI 1.0 (``@ag-ui/client``'s ``HttpAgent``, CopilotKit, assistant-ui) as a thin
+translation of the one event log, in the ``ag-ui-protocol`` package's types and encoder.
+
+A run's ``threadId`` is a thread (``_threads``). A run whose newest message is the user's
+starts a turn exactly as ``POST /v1/chat/stream`` does; a run with ``resume`` answers the
+interrupts the thread's suspended turn ended with, confirmations through the same path as
+``/confirm``, picks as ``/pick`` and questions as the next user message would; a run with
+neither re-attaches to the thread's running turn (after a dropped connection). Either way
+the reply is one AG-UI run: RUN_STARTED, the turn's tail of the log as AG-UI events
+(docs/protocols.md has the mapping), then RUN_FINISHED, whose ``outcome`` carries the
+interrupts a suspended turn waits for, or RUN_ERROR; nothing follows either. A turn that
+waits for answers spans several runs, so ``runId`` is the client's, echoed (its validation
+does not ask for that, the spec does), and Bosun's turn id travels beside it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, TypeVar
+
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    CustomEvent,
+    Interrupt,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TokenUsage,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ag_ui.encoder import EventEncoder
+from litestar import Response, post
+from litestar.params import JSONBody
+from litestar.response import Stream
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
+from pydantic.config import JsonDict
+from pydantic_core import PydanticCustomError
+
+from executors import PendingCall
+from fleet import HANDLE_PATTERN
+from store import StoredEvent
+from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
+from stream._bounds import BLANKS, MESSAGE_PATTERN, THREAD_ID_PATTERN, MessageText
+from stream._errors import ApiError
+from stream._questions import Waiting, is_pending, waiting_turn
+from stream._resolve import ConfirmIn, PickIn, _not_waiting, answer_call
+from stream._routes import IdempotencyKey
+from stream._sse import KEEPALIVE, SSE_HEADERS
+from stream._threads import (
+    kept_text,
+    running_turn,
+    start_thread_turn,
+    thread_session,
+    turn_events,
+)
+
+MAX_BODY_BYTES = 1024 * 1024
+"""The client posts the whole thread each run (Bosun reads only its newest message)."""
+MAX_MESSAGES = 2_000
+MAX_PARTS = 500
+MAX_RESUME = 100
+MAX_ID = 200
+_NO_NUL = r"^[^\x00]*$"
+_TEXT_PART: JsonDict = {
+    "type": "object",
+    "required": ["type", "text"],
+    "properties": {
+        "type": {"const": "text"},
+        "text": {"type": "string", "pattern": MESSAGE_PATTERN},
+    },
+}
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["approved"],
+}
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "minLength": 1}},
+    "required": ["answer"],
+}
+_T = TypeVar("_T", bound=BaseModel)
+Role = Literal["developer", "system", "assistant", "user", "tool", "activity", "reasoning"]
+
+
+class AgUiPart(BaseModel):
+    """A content part; Bosun reads the text of a user message's ``text`` parts."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(min_length=1, max_length=64)
+    text: str | None = Field(default=None, pattern=_NO_NUL)
+
+
+class AgUiToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(max_length=MAX_ID)
+
+
+class AgUiMessage(BaseModel):
+    """A message of the thread as the client has it; a user's has some text."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "if": {"properties": {"role": {"const": "user"}}},
+            "then": {
+                "required": ["content"],
+                "properties": {
+                    "content": {
+                        "anyOf": [
+                            {"type": "string", "pattern": MESSAGE_PATTERN},
+                            {"type": "array", "contains": _TEXT_PART},
+                        ]
+                    }
+                },
+            },
+        },
+    )
+
+    id: str = Field(max_length=MAX_ID)
+    role: Role
+    content: str | list[AgUiPart] | dict[str, Any] | None = Field(
+        default=None, max_length=MAX_PARTS
+    )
+    toolCalls: list[AgUiToolCall] | None = Field(default=None, max_length=MAX_PARTS)
+    toolCallId: str | None = Field(default=None, max_length=MAX_ID)
+
+    @model_validator(mode="after")
+    def _has_text(self) -> AgUiMessage:
+        if self.role != "user":
+            return self
+        content = self.content
+        texts = [content] if isinstance(content, str) else []
+        if isinstance(content, list):
+            texts = [p.text for p in content if p.type == "text" and p.text is not None]
+        if any("\x00" in t for t in texts) or not any(t.strip(BLANKS) for t in texts):
+            raise PydanticCustomError(
+                "no_text", "a user message needs some text (and no NUL character)"
+            )
+        return self
+
+    @property
+    def text(self) -> str:
+        """What the message says, as the protocol's ``contentToText`` reads it."""
+        if isinstance(self.content, str):
+            return self.content
+        if isinstance(self.content, list):
+            return "".join(p.text or "" for p in self.content if p.type == "text")
+        return ""
+
+
+class AgUiProps(BaseModel):
+    """``forwardedProps``: Bosun reads ``agent`` and ``model`` and ignores the rest."""
+
+    model_config = ConfigDict(extra="allow")
+
+    agent: str | None = Field(
+        default=None, pattern=HANDLE_PATTERN, description="The agent a new thread talks to."
+    )
+    model: str | None = Field(
+        default=None, max_length=200, description="A model spec among the server's allowed ones."
+    )
+
+
+class AgUiResume(BaseModel):
+    """An answer to one interrupt of the previous run."""
+
+    model_config = ConfigDict(extra="allow")
+
+    interruptId: str = Field(min_length=1, max_length=MAX_ID)
+    status: Literal["resolved", "cancelled"]
+    payload: Any = None
+
+
+class AgUiRunIn(ProtocolBody):
+    """``RunAgentInput``: ``threadId``, ``runId``, ``messages`` (the newest user message is
+    read), ``forwardedProps`` (``agent``, ``model``) and ``resume``; ``tools``,
+    ``context`` and ``state`` are accepted and ignored (Bosun's tools are its own).
+    ``tools`` is left undeclared: the OpenAPI states an agent profile's ``tools`` by that
+    name, and the body's size and depth bound it as they bound every field."""
+
+    threadId: str = Field(pattern=THREAD_ID_PATTERN, description="The thread: a Bosun session.")
+    runId: str = Field(min_length=1, max_length=MAX_ID, description="Echoed in the run's events.")
+    messages: list[AgUiMessage] = Field(max_length=MAX_MESSAGES)
+    context: list[Any] = Field(default_factory=list, max_length=200)
+    state: Any = None
+    forwardedProps: AgUiProps | None = None
+    resume: list[AgUiResume] | None = Field(
+        default=None,
+        max_length=MAX_RESUME,
+        description="Answers to every interrupt the thread's last run ended with.",
+    )
+
+
+class _ConfirmPayload(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    approved: StrictBool
+    reason: str | None = Field(default=None, max_length=2_000)
+
+
+class _PickPayload(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    id: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _AnswerPayload(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    answer: MessageText
+
+
+@post(
+    "/v1/ag-ui",
+    status_code=200,
+    summary="AG-UI: run the agent on a thread (a message, or resume its interrupts)",
+    media_type="text/event-stream",
+    response_description="AG-UI events: `data: {event}` frames, RUN_STARTED to RUN_FINISHED",
+    request_max_body_size=MAX_BODY_BYTES,
+)
+async def ag_ui_run(
+    data: JSONBody[AgUiRunIn],
+    request: AuthedRequest,
+    services: ServicesDep,
+    idempotency_key: IdempotencyKey = None,
+) -> Response[Any]:  # not ``Stream``: the OpenAPI's SSE schema is Bosun's own framing
+    if data.resume:
+        session_id, turn_id, after = await _resume(services, request, data)
+    else:
+        session_id, turn_id, after = await _start(services, request, data, idempotency_key)
+    run = _Run(data.threadId, data.runId, session_id, turn_id)
+    run.knows(data.messages)
+    headers = {**SSE_HEADERS, "X-Session-Id": session_id, "X-Turn-Id": turn_id}
+    return Stream(_frames(services, run, after), media_type="text/event-stream", headers=headers)
+
+
+async def _start(
+    services: Services, request: AuthedRequest, data: AgUiRunIn, key: str | None
+) -> tuple[str, str, int]:
+    """Start the turn the newest user message asks for; without one, the thread's running
+    turn (a client re-running its thread after a dropped connection re-attaches)."""
+    newest = next(
+        (m for m in reversed(data.messages) if m.role not in ("system", "developer")), None
+    )
+    if newest is not None and newest.role == "user":
+        props = data.forwardedProps or AgUiProps()
+        options = {"agent": props.agent, "model": props.model, "idempotency_key": key}
+        handle = await start_thread_turn(
+            services, request, data.threadId, newest.text, options=options
+        )
+        return handle.session_id, handle.turn_id, handle.after
+    session_id, record = await thread_session(services, request.user, data.threadId)
+    turn = await running_turn(services, session_id) if record is not None else None
+    if turn is None:
+        raise ApiError(
+            409,
+            "nothing_to_answer",
+            "Nothing to run: the newest message is not the user's and no turn runs in this "
+            "thread; add a user message, or resume the interrupts the last run ended with",
+        )
+    return session_id, turn.id, 0
+
+
+async def _resume(
+    services: Services, request: AuthedRequest, data: AgUiRunIn
+) -> tuple[str, str, int]:
+    """Answer every open interrupt of the thread's suspended turn (``resume`` must name
+    each once, and nothing else), then stream the turn on from the first answer."""
+    session_id, record = await thread_session(services, request.user, data.threadId)
+    if record is None:
+        raise ApiError(404, "not_found", f"No thread {data.threadId!r} with interrupts to resume")
+    waiting = await waiting_turn(services.store, session_id)
+    calls = await _open_calls(services, waiting)
+    entries = data.resume or []
+    for entry in entries:
+        if entry.interruptId not in calls:  # answered, expired, superseded or unknown
+            raise await _not_waiting(services.store, session_id, entry.interruptId)
+    named = [e.interruptId for e in entries]
+    missing = [i for i in calls if i not in named]
+    if missing or len(set(named)) < len(named):
+        raise _invalid_resume(
+            "resume must answer every open interrupt exactly once (open: "
+            f"{', '.join(calls)}; answered: {', '.join(named)})"
+        )
+    answers = [(calls[e.interruptId], _answer(e, calls[e.interruptId])) for e in entries]
+    assert waiting is not None  # there are open calls
+    afters: list[int] = []
+    turn_id = waiting.turn.id
+    for call, answer in answers:  # questions last: answering them resumes the turn
+        if not isinstance(answer, str):
+            after, turn_id = await answer_call(
+                services, request.user, session_id, call.tool_use_id, answer
+            )
+            afters.append(after)
+    said = list(dict.fromkeys(a for _, a in answers if isinstance(a, str)))
+    if said:
+        handle = await start_thread_turn(services, request, data.threadId, "\n\n".join(said))
+        afters.append(handle.after)
+        turn_id = handle.turn_id
+    return session_id, turn_id, min(afters)
+
+
+async def _open_calls(services: Services, waiting: Waiting | None) -> dict[str, PendingCall]:
+    """The calls the thread's suspended turn still waits for, by tool use id."""
+    if waiting is None:
+        return {}
+    return {
+        c.tool_use_id: c
+        for c in waiting.asks
+        if await is_pending(services.store, c, waiting.turn.id)
+    }
+
+
+def _answer(entry: AgUiResume, call: PendingCall) -> ConfirmIn | PickIn | str:
+    """What a resume entry says for ``call``: an approval (``cancelled`` declines: the
+    call never runs), a pick, or a question's answer (the text of a user message)."""
+    if call.needs == "confirmation":
+        if entry.status == "cancelled":
+            return ConfirmIn(approved=False)
+        return ConfirmIn(approved=_payload(_ConfirmPayload, entry).approved)
+    if entry.status == "cancelled":
+        what = "one of its candidates" if call.needs == "pick" else "its answer"
+        raise _invalid_resume(
+            f"Interrupt {call.tool_use_id!r} cannot be cancelled: resolve it with {what} "
+            "(the turn goes on only once it has it)"
+        )
+    if call.needs == "pick":
+        picked = _payload(_PickPayload, entry).id
+        if picked not in {c.id for c in call.candidates}:
+            ids = ", ".join(repr(c.id) for c in call.candidates)
+            raise ApiError(422, "invalid_pick", f"{picked!r} is not one of the candidates ({ids})")
+        return PickIn(id=picked)
+    return _payload(_AnswerPayload, entry).answer
+
+
+def _payload(model: type[_T], entry: AgUiResume) -> _T:
+    try:
+        return model.model_validate(entry.payload)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()
+        )
+        raise _invalid_resume(f"resume payload of {entry.interruptId!r}: {problems}") from None
+
+
+def _invalid_resume(message: str) -> ApiError:
+    """A resume the thread's open interrupts refuse (what they accept is stated in each
+    interrupt's ``responseSchema``, not in this route's)."""
+    return ApiError(422, "invalid_resume", message)
+
+
+async def _frames(services: Services, run: _Run, after: int) -> AsyncIterator[bytes]:
+    """The run: what the log holds already (a resumed turn's earlier suspensions in it are
+    not its end), then live events to the turn's ``done``."""
+    log = await services.store.log.read(run.session_id, turn_id=run.turn_id)
+    run.prime([e for e in log if e.seq <= after])
+    yield run.opening()
+    backlog = [e for e in log if e.seq > after]
+    if backlog:
+        last = len(backlog) - 1
+        yield await _translate(
+            services, run, [e for i, e in enumerate(backlog) if e.type != "done" or i == last]
+        )
+        if run.ended:
+            return
+        after = backlog[-1].seq
+    async for batch in turn_events(services, run.session_id, turn_id=run.turn_id, after=after):
+        frames = KEEPALIVE if batch is None else await _translate(services, run, batch)
+        if frames:
+            yield frames
+        if run.ended:
+            return
+
+
+async def _translate(services: Services, run: _Run, events: Sequence[StoredEvent]) -> bytes:
+    out: list[BaseEvent] = []
+    for event in kept_text(events):
+        if event.type == "done":
+            status = str(event.data.get("status"))
+            asked = await _interrupts(services, run) if status == "suspended" else []
+            out += run.finish(event, asked)
+        else:
+            out += run.write(event)
+        if run.ended:
+            break
+    return run.encode(out)
+
+
+async def _interrupts(services: Services, run: _Run) -> list[Interrupt]:
+    """What the suspended turn waits for, as the interrupts its run ends with."""
+    store = services.store
+    waiting = await waiting_turn(store, run.session_id)
+    if waiting is None or waiting.turn.id != run.turn_id:
+        return []
+    ended = _utc(waiting.turn.finished_at or datetime.now(UTC))
+    deadline = ended + timedelta(seconds=services.config.pending_ttl_s)
+    found = []
+    for call in (await _open_calls(services, waiting)).values():
+        expires = deadline
+        if call.needs == "confirmation":
+            approval = await store.approvals.for_call(run.turn_id, call.tool_use_id)
+            if approval is not None:
+                expires = min(expires, _utc(approval.expires_at))
+        found.append(_interrupt(call, expires))
+    return found
+
+
+def _utc(at: datetime) -> datetime:
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def _interrupt(call: PendingCall, expires: datetime) -> Interrupt:
+    """A pending call as an interrupt: its id is the call's tool use id."""
+    when = expires.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    common: dict[str, Any] = {"id": call.tool_use_id, "expires_at": when}
+    if call.needs == "confirmation":
+        return Interrupt(
+            **common,
+            reason="tool_call",
+            tool_call_id=call.tool_use_id,
+            message=f"Run {call.tool}? It needs your approval.",
+            response_schema=CONFIRM_SCHEMA,
+            metadata={"tool": call.tool, "input": call.input, "confirm": call.confirm},
+        )
+    if call.needs == "pick":
+        candidates = [
+            {"id": c.id, "label": c.label, **({"sublabel": c.sublabel} if c.sublabel else {})}
+            for c in call.candidates
+        ]
+        schema = {
+            "type": "object",
+            "properties": {"id": {"type": "string", "enum": [c.id for c in call.candidates]}},
+            "required": ["id"],
+        }
+        return Interrupt(
+            **common,
+            reason="input_required",
+            message=call.prompt or f"Choose a {call.kind or 'item'}",
+            response_schema=schema,
+            metadata={"kind": call.kind or "item", "candidates": candidates},
+        )
+    return Interrupt(
+        **common,
+        reason="input_required",
+        message=call.prompt or "",
+        response_schema=ANSWER_SCHEMA,
+        metadata={"options": list(call.options)},
+    )
+
+
+Out = list[BaseEvent]
+
+
+@dataclass(slots=True)
+class _Run:
+    """One AG-UI run over a turn: log events in, AG-UI events out.
+
+    The client keeps the thread's messages across runs, and a turn that waited for answers
+    goes on in a later run: ``prime`` reads the turn's log before this run (its plan, its
+    suspended steps, the tool calls already shown), and ``knows`` the client's own copy of
+    the thread, so nothing it has is sent twice (a re-attached run skips the text it has).
+    Steps, text and reasoning messages still open close before the run ends, as the
+    client's verifier requires.
+    """
+
+    thread_id: str
+    run_id: str
+    session_id: str
+    turn_id: str
+    plan: dict[str, Any] | None = None
+    step_ids: list[str] = field(default_factory=list)
+    open_steps: dict[str, None] = field(default_factory=dict)
+    text_id: str | None = None
+    reasoning: dict[str, str] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)
+    answered: set[str] = field(default_factory=set)
+    resolved: set[str] = field(default_factory=set)
+    have: dict[str, int] = field(default_factory=dict)
+    usage: list[TokenUsage] | None = None
+    cancelled: bool = False
+    ended: bool = False
+    encoder: EventEncoder = field(default_factory=EventEncoder)
+
+    def knows(self, messages: Sequence[AgUiMessage]) -> None:
+        """What the client's copy of the thread holds: text, tool calls and their results."""
+        for message in messages:
+            if message.role in ("assistant", "reasoning") and isinstance(message.content, str):
+                self.have[message.id] = len(message.content)
+            self.shown.update(call.id for call in message.toolCalls or ())
+            if message.role == "tool" and message.toolCallId is not None:
+                self.answered.add(message.toolCallId)
+
+    def prime(self, before: Sequence[StoredEvent]) -> None:
+        """Read the turn's log before this run: its plan, steps and tool calls."""
+        for event in before:
+            handler = _PRIMING.get(event.type)
+            if handler is not None:
+                handler(self, event)
+
+    def opening(self) -> bytes:
+        bosun = {"sessionId": self.session_id, "turnId": self.turn_id}
+        out: Out = [
+            RunStartedEvent(
+                thread_id=self.thread_id,
+                run_id=self.run_id,
+                protocol_version=PROTOCOL_VERSION,
+                metadata={"bosun": bosun},
+            )
+        ]
+        if self.plan is not None:  # a resumed turn: its plan, and its steps that go on
+            out.append(StateSnapshotEvent(snapshot=self._state()))
+        out += [self._step_started(step) for step in self.open_steps]
+        return self.encode(out)
+
+    def write(self, event: StoredEvent) -> Out:
+        handler = _HANDLERS.get(event.type)
+        return [] if handler is None else handler(self, event)
+
+    def finish(self, done: StoredEvent, interrupts: list[Interrupt]) -> Out:
+        """The run's end for the turn's ``done``: RUN_FINISHED (a suspended turn's outcome
+        its interrupts; a cancelled, expired or superseded one's ``cancelled``), or
+        RUN_ERROR for a failure no ``error`` event explained."""
+        status = str(done.data.get("status"))
+        out = self._close_all()
+        self.ended = True
+        if status == "failed":
+            return [*out, RunErrorEvent(message="The turn failed", code="failed")]
+        outcome: RunFinishedInterruptOutcome | RunFinishedCancelledOutcome | None = None
+        if status == "suspended" and interrupts:
+            outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
+        elif self.cancelled or status in ("cancelled", "expired", "superseded"):
+            outcome = RunFinishedCancelledOutcome()
+        result = None
+        if done.data.get("partial"):
+            result = {"partial": True, "failedSteps": done.data.get("failed_steps", [])}
+        finished = RunFinishedEvent(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            outcome=outcome,
+            result=result,
+            usage=self.usage,
+            metadata={"bosun": {"status": status}},
+        )
+        return [*out, finished]
+
+    def encode(self, events: Sequence[BaseEvent]) -> bytes:
+        return "".join(self.encoder.encode(e) for e in events).encode()
+
+    def _state(self) -> dict[str, Any]:
+        """The state a snapshot sends: a copy, as later steps change the plan's."""
+        plan = copy.deepcopy(self.plan)
+        return {"sessionId": self.session_id, "turnId": self.turn_id, "plan": plan}
+
+    def _close_text(self) -> Out:
+        if self.text_id is None:
+            return []
+        end = TextMessageEndEvent(message_id=self.text_id)
+        self.text_id = None
+        return [end]
+
+    def _close_reasoning(self, step_id: str) -> Out:
+        message_id = self.reasoning.pop(step_id, None)
+        return [] if message_id is None else [ReasoningMessageEndEvent(message_id=message_id)]
+
+    def _close_all(self) -> Out:
+        out = self._close_text()
+        for step_id in list(self.reasoning):
+            out += self._close_reasoning(step_id)
+        out += [StepFinishedEvent(step_name=step) for step in self.open_steps]
+        self.open_steps.clear()
+        return out
+
+    def _step_started(self, step_id: str) -> StepStartedEvent:
+        goal = self._goal(step_id)
+        return StepStartedEvent(
+            step_name=step_id, metadata=None if goal is None else {"goal": goal}
+        )
+
+    def _goal(self, step_id: str) -> str | None:
+        if self.plan is None or step_id not in self.step_ids:
+            return None
+        return str(self.plan["steps"][self.step_ids.index(step_id)].get("goal"))
+
+    def _status(self, step_id: str, status: str) -> Out:
+        """The step's status in the plan's state, as a JSON patch."""
+        if self.plan is None or step_id not in self.step_ids:
+            return []
+        index = self.step_ids.index(step_id)
+        self.plan["steps"][index]["status"] = status
+        patch = [{"op": "replace", "path": f"/plan/steps/{index}/status", "value": status}]
+        return [StateDeltaEvent.model_validate({"type": "STATE_DELTA", "delta": patch})]
+
+    def _unseen(self, message_id: str, text: str) -> str:
+        """``text`` less what the client's copy of the message has already."""
+        skip = self.have.get(message_id, 0)
+        if skip:
+            self.have[message_id] = max(0, skip - len(text))
+        return text[skip:]
+
+    def _call(self, call: str, name: str, tool_input: Any) -> Out:
+        """A tool call, once per thread (a resumed turn's second ``tool_started`` for an
+        answered call is not news; nor is a call the client has)."""
+        if call in self.shown or call in self.resolved:
+            return []
+        self.shown.add(call)
+        args = json.dumps(tool_input if tool_input is not None else {}, ensure_ascii=False)
+        return [
+            ToolCallStartEvent(tool_call_id=call, tool_call_name=name),
+            ToolCallArgsEvent(tool_call_id=call, delta=args),
+            ToolCallEndEvent(tool_call_id=call),
+        ]
+
+    def on_plan(self, event: StoredEvent) -> Out:
+        steps = [s for s in event.data.get("steps") or [] if isinstance(s, dict) and "id" in s]
+        self.step_ids = [str(s["id"]) for s in steps]
+        self.plan = {
+            "strategy": event.data.get("strategy"),
+            "steps": [
+                {
+                    "id": str(s["id"]),
+                    "goal": s.get("goal"),
+                    "tools": s.get("tools", []),
+                    "dependsOn": s.get("depends_on", []),
+                    "status": "pending",
+                }
+                for s in steps
+            ],
+        }
+        return [StateSnapshotEvent(snapshot=self._state())]
+
+    def on_step(self, event: StoredEvent) -> Out:
+        step_id = str(event.data["step_id"])
+        if event.type == "step_started":
+            out: Out = []
+            if step_id not in self.open_steps:
+                self.open_steps[step_id] = None
+                out.append(self._step_started(step_id))
+            return out + self._status(step_id, "running")
+        out = self._close_reasoning(step_id)
+        if step_id in self.open_steps:
+            del self.open_steps[step_id]
+            out.append(StepFinishedEvent(step_name=step_id))
+        return out + self._status(step_id, "completed" if event.data.get("ok") else "failed")
+
+    def on_text(self, event: StoredEvent) -> Out:
+        delta, step = str(event.data["delta"]), event.data.get("step_id")
+        out: Out = []
+        if step is None:  # the answer
+            if self.text_id is None:
+                self.text_id = f"{self.turn_id}:{event.seq}"
+                out.append(TextMessageStartEvent(message_id=self.text_id, role="assistant"))
+            message_id = self.text_id
+            content: BaseEvent = TextMessageContentEvent(
+                message_id=message_id, delta=self._unseen(message_id, delta)
+            )
+        else:  # a step's own text: its reasoning
+            message_id = self.reasoning.get(str(step)) or f"{self.turn_id}:{step}:{event.seq}"
+            if str(step) not in self.reasoning:
+                self.reasoning[str(step)] = message_id
+                out.append(ReasoningMessageStartEvent(message_id=message_id))
+            content = ReasoningMessageContentEvent(
+                message_id=message_id, delta=self._unseen(message_id, delta)
+            )
+        return [*out, content]
+
+    def on_reset(self, event: StoredEvent) -> Out:
+        """Text sent cannot be taken back: what the turn's next attempt streams again goes
+        in a message of its own (a replay from the log leaves the abandoned text out)."""
+        step = event.data.get("step_id")
+        return self._close_text() if step is None else self._close_reasoning(str(step))
+
+    def on_note(self, event: StoredEvent) -> Out:
+        """An agent's message to the user (``message_notify_user``) as a text message of
+        its own, unless it is streamed as the answer's text too."""
+        if event.data.get("in_answer"):
+            return []
+        message_id = f"{self.turn_id}:{event.seq}"
+        text = self._unseen(message_id, str(event.data["text"]))
+        return [
+            *self._close_text(),
+            TextMessageStartEvent(message_id=message_id, role="assistant"),
+            TextMessageContentEvent(message_id=message_id, delta=text),
+            TextMessageEndEvent(message_id=message_id),
+        ]
+
+    def on_tool_started(self, event: StoredEvent) -> Out:
+        data = event.data
+        return self._call(str(data["tool_use_id"]), str(data["tool"]), data.get("input"))
+
+    def on_confirmation(self, event: StoredEvent) -> Out:
+        """The call waiting for approval is shown now; the interrupt comes with the run's
+        end."""
+        return self.on_tool_started(event)
+
+    def on_tool_completed(self, event: StoredEvent) -> Out:
+        call = str(event.data["tool_use_id"])
+        if call not in self.shown or call in self.answered:
+            return []
+        self.answered.add(call)
+        data = event.data
+        result = data.get("output") if data.get("ok") else {"error": data.get("error")}
+        return [
+            ToolCallResultEvent(
+                message_id=f"{self.turn_id}:result:{call}",
+                tool_call_id=call,
+                content=json.dumps(result, ensure_ascii=False),
+                role="tool",
+            )
+        ]
+
+    def on_resolved(self, event: StoredEvent) -> Out:
+        self.resolved.add(str(event.data["tool_use_id"]))
+        return []
+
+    def on_artifact(self, event: StoredEvent) -> Out:
+        return [CustomEvent(name="bosun.artifact", value=_payload_of(event))]
+
+    def on_usage(self, event: StoredEvent) -> Out:
+        self.usage = _token_usage(event.data)
+        return [CustomEvent(name="bosun.usage", value=_payload_of(event))]
+
+    def on_error(self, event: StoredEvent) -> Out:
+        """A failure ends the run with RUN_ERROR (nothing follows it); a cancel waits for
+        its ``done`` to end the run as ``cancelled``."""
+        code = str(event.data.get("code") or "internal")
+        if code == "cancelled":
+            self.cancelled = True
+            return []
+        self.ended = True
+        message = str(event.data.get("message") or "The turn failed")
+        return [RunErrorEvent(message=message, code=code, usage=self.usage)]
+
+
+def _payload_of(event: StoredEvent) -> dict[str, Any]:
+    return {k: v for k, v in event.data.items() if k != "type"}
+
+
+def _token_usage(data: dict[str, Any]) -> list[TokenUsage]:
+    """The turn's usage in the protocol's accounting, one entry per model: input tokens
+    count the cached ones too, which Bosun counts apart."""
+    calls = data.get("calls") or [data]
+    totals: dict[str | None, list[int]] = {}
+    for call in calls:
+        counts = totals.setdefault(call.get("model"), [0, 0, 0, 0])
+        for i, key in enumerate(
+            ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        ):
+            counts[i] += int(call.get(key) or 0)
+    return [
+        TokenUsage(
+            model=model,
+            input_tokens=fresh + read + written,
+            output_tokens=output,
+            total_tokens=fresh + read + written + output,
+            cached_input_tokens=read,
+            cache_write_input_tokens=written,
+        )
+        for model, (fresh, output, read, written) in totals.items()
+    ]
+
+
+_HANDLERS: dict[str, Callable[[_Run, StoredEvent], Out]] = {
+    "plan_created": _Run.on_plan,
+    "step_started": _Run.on_step,
+    "step_completed": _Run.on_step,
+    "text_delta": _Run.on_text,
+    "message_reset": _Run.on_reset,
+    "agent_message": _Run.on_note,
+    "tool_started": _Run.on_tool_started,
+    "tool_completed": _Run.on_tool_completed,
+    "confirmation_pending": _Run.on_confirmation,
+    "tool_resolved": _Run.on_resolved,
+    "artifact": _Run.on_artifact,
+    "usage": _Run.on_usage,
+    "error": _Run.on_error,
+}
+"""The events a client is shown; picks and questions become interrupts at the run's end,
+and any other event (``turn_suspended`` and the other operator-only ones, events added
+later) is left out."""
+_PRIMING = {
+    kind: _HANDLERS[kind]
+    for kind in (
+        "plan_created",
+        "step_started",
+        "step_completed",
+        "tool_started",
+        "tool_completed",
+        "confirmation_pending",
+        "tool_resolved",
+    )
+}
+"""What a run reads of its turn's earlier runs: the plan, the steps and the tool calls."""
