@@ -100,7 +100,7 @@ async def _apply(directory: AgentDirectory, org_id: str, user: str, items: list[
         if not isinstance(item, dict) or not isinstance(item.get("handle"), str):
             raise ValueError("each profile needs a 'handle'")
         profile = AgentProfile.model_validate({k: v for k, v in item.items() if k != "handle"})
-        directory.policy.check(profile)
+        await directory.check(org_id, profile)
         profiles.append((item["handle"], profile))
     lines = []
     for handle, profile in profiles:

@@ -34,6 +34,8 @@ def stream_config(settings: Settings) -> StreamConfig:
         webhook_retry_s=tuple(settings.webhooks.retry_schedule_s),
         webhook_timeout_s=settings.webhooks.timeout_s,
         webhook_deliveries=settings.webhooks.deliver,
+        mcp_allow_stdio=settings.mcp.allow_stdio,
+        mcp_connect_timeout_s=settings.mcp.connect_timeout_s,
     )
 
 

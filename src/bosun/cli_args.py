@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         _serve, _migrate, _token, _org_tier, _chat, _plan, _budget, _prune, _agents, _run,
+        _mcp,
     ):  # fmt: skip
         add(commands)
     return parser
@@ -125,6 +127,68 @@ def _run(commands: _Commands) -> None:
     run.add_argument("--model", metavar="SPEC", help="model for every role")
     _who(run)
     _database_url(run)
+
+
+def _mcp(commands: _Commands) -> None:
+    mcp = commands.add_parser("mcp", help="list, show, add or remove an org's MCP toolsets")
+    actions = mcp.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action in (
+        actions.add_parser("list", help="the org's MCP toolsets"),
+        show := actions.add_parser("show", help="one toolset (JSON), never its secret values"),
+        add := actions.add_parser("add", help="add a toolset, or replace it (its next version)"),
+        actions.add_parser("remove", help="remove a toolset"),
+    ):
+        action.add_argument("--org", default=DEV_ORG, help=f"the org (default {DEV_ORG})")
+        _database_url(action)
+        if action is not actions.choices["list"]:
+            action.add_argument("name", metavar="NAME", help="the toolset: its tools' router")
+    show.add_argument(
+        "--check", action="store_true", help="connect now and list its tools (as a server would)"
+    )
+    _mcp_add(add)
+
+
+def _mcp_add(add: argparse.ArgumentParser) -> None:
+    where = add.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", metavar="URL", help="a streamable-HTTP MCP server")
+    where.add_argument(
+        "--command",
+        dest="program",  # "command" is the bosun command's own
+        nargs=argparse.REMAINDER,
+        metavar="PROGRAM [ARG ...]",
+        help="a stdio MCP server this service runs (last: the rest of the line is the command)",
+    )
+    add.add_argument(
+        "--header", action="append", type=_pair(":"), default=[], metavar="'NAME: VALUE'",
+        help="with --url: a header sent to the server (stored encrypted); repeatable",
+    )  # fmt: skip
+    add.add_argument(
+        "--env", action="append", type=_pair("="), default=[], metavar="NAME=VALUE",
+        help="with --command: an environment variable (stored encrypted); repeatable",
+    )  # fmt: skip
+    add.add_argument(
+        "--category", choices=("read", "write", "destructive"),
+        help="every tool's category (default: from each tool's annotations)",
+    )  # fmt: skip
+    add.add_argument(
+        "--tool-category", action="append", type=_pair("=", last=True), default=[],
+        metavar="TOOL=CATEGORY", help="one tool's category, by its MCP name; repeatable",
+    )  # fmt: skip
+    add.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per call")
+    add.add_argument("--disabled", action="store_true", help="store it, offer none of its tools")
+
+
+def _pair(separator: str, *, last: bool = False) -> Callable[[str], tuple[str, str]]:
+    """An argparse ``type`` splitting ``NAME<separator>VALUE`` (at the last one if
+    ``last``); the value's surrounding spaces are dropped."""
+
+    def split(text: str) -> tuple[str, str]:
+        name, found, value = text.rpartition(separator) if last else text.partition(separator)
+        if not found or not name.strip():
+            raise argparse.ArgumentTypeError(f"expected NAME{separator}VALUE, not {text!r:.60}")
+        return name.strip(), value.strip()
+
+    return split
 
 
 def _plan(commands: _Commands) -> None:

@@ -2,8 +2,8 @@
 
 ``bosun.cli`` imports this module only once the line has parsed: from here on the
 settings, providers, the store and the HTTP stack load. ``serve``, ``migrate``, ``token``
-and ``org-tier`` are here; ``chat``, ``plan``, ``budget``, ``prune``, ``agents`` and
-``run`` have their own modules.
+and ``org-tier`` are here; ``chat``, ``plan``, ``budget``, ``prune``, ``agents``,
+``run`` and ``mcp`` have their own modules.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 
 from pydantic import ValidationError
 
-from bosun import agents_cli, budget_report, chat_cli, plan_cli, prune_cli
+from bosun import agents_cli, budget_report, chat_cli, mcp_cli, plan_cli, prune_cli
 from bosun.cli_args import DEV_ORG, DEV_USER
 from bosun.log import configure_logging
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         return agents_cli.run_agents(args, settings)
     if args.command == "run":
         return agents_cli.run_run(args, settings)
+    if args.command == "mcp":
+        return mcp_cli.run(args, settings)
     if args.command == "org-tier":
         return _org_tier(args, settings)
     assert args.command == "token", args.command

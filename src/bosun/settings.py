@@ -127,6 +127,18 @@ class WebhookSettings(BaseModel):
         return value
 
 
+class McpSettings(BaseModel):
+    """MCP servers an org configures as toolsets (docs/mcp.md)."""
+
+    allow_stdio: bool = Field(
+        default=True,
+        description="Allow stdio toolsets: commands this server runs with its own rights.",
+    )
+    connect_timeout_s: float = Field(
+        default=10.0, gt=0, le=120.0, description="Connecting to a server and listing its tools."
+    )
+
+
 class ExecutorSettings(BaseModel):
     """Bounds of each executor's tool loop, and the agent profile's capabilities."""
 
@@ -201,6 +213,7 @@ class Settings(BaseSettings):
     caps: CapSettings = Field(default_factory=CapSettings)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     turn_budget: TurnBudgetSettings = Field(default_factory=TurnBudgetSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"

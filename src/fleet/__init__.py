@@ -20,6 +20,7 @@ from fleet._directory import (
 from fleet._profile import (
     DEFAULT_HANDLE,
     HANDLE_PATTERN,
+    MCP_GRANT_PATTERN,
     AgentPolicy,
     AgentProfile,
     ProfileCost,
@@ -39,6 +40,7 @@ from fleet._runs import (
 __all__ = [
     "DEFAULT_HANDLE",
     "HANDLE_PATTERN",
+    "MCP_GRANT_PATTERN",
     "Agent",
     "AgentDirectory",
     "AgentNotFoundError",

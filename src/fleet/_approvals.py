@@ -141,7 +141,7 @@ class ApprovalDesk:
             agent = await self._agents.get(approval.org_id, approval.agent)
         except AgentNotFoundError:
             return _refused(approval, "agent_deleted", f"The agent {approval.agent!r} is gone")
-        kit = self._agents.setup(agent, background=True).kit
+        kit = (await self._agents.setup(agent, org_id=approval.org_id, background=True)).kit
         if kit.tools is None:
             return _refused(approval, "agent_disabled", "Tools are not enabled on this server")
         runner = ToolRunner(kit.tools, self._store, capabilities=kit.capabilities)

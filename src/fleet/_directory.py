@@ -8,7 +8,7 @@ chats that name no agent behave exactly as they did.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -17,7 +17,7 @@ from context import PROFILE_SECTION, Budgets, TokenCounter
 from executors import StepShare
 from fleet._profile import DEFAULT_HANDLE, AgentPolicy, AgentProfile, ProfileError
 from store import AgentRecord, Store
-from tools import COMMUNICATION_TOOLS, ToolRegistry, communication_tools
+from tools import COMMUNICATION_TOOLS, McpPool, ToolDef, ToolRegistry, communication_tools
 from turn import ModelResolver, TurnKit, TurnRoleModels, TurnSetup
 
 FORCED_TOOLS_TOKENS = 2_000
@@ -73,12 +73,19 @@ class AgentDirectory:
     """Reads, saves and sets up an org's agents under the server's ``policy``."""
 
     def __init__(
-        self, store: Store, policy: AgentPolicy, kit: TurnKit, default: AgentProfile
+        self,
+        store: Store,
+        policy: AgentPolicy,
+        kit: TurnKit,
+        default: AgentProfile,
+        *,
+        mcp: McpPool | None = None,
     ) -> None:
         self._store = store
         self.policy = policy
         self._kit = kit
         self._default = Agent(DEFAULT_HANDLE, 0, default)
+        self._mcp = mcp  # None: no MCP toolsets on this server (a CLI, a test)
 
     async def list(self, org_id: str) -> list[Agent]:
         """The org's agents by handle, the default among them (saved or built in)."""
@@ -110,7 +117,7 @@ class AgentDirectory:
     ) -> Agent:
         """Save ``profile`` as the next version of ``handle`` once the policy admits it
         (``ProfileError``); ``create``: only a new handle (``store.AgentExistsError``)."""
-        self.policy.check(profile)
+        await self.check(org_id, profile)
         if create and handle == DEFAULT_HANDLE:
             raise ProfileError("agent_exists", "Every org has a default agent: update it instead")
         record = await self._store.agents.save(
@@ -118,19 +125,28 @@ class AgentDirectory:
         )
         return _agent(record)
 
+    async def check(self, org_id: str, profile: AgentProfile) -> None:
+        """Raise ``ProfileError`` if the policy refuses ``profile`` in ``org_id`` (whose
+        MCP toolsets it may name as routers)."""
+        toolsets = [t.name for t in await self._store.mcp_toolsets.list_for_org(org_id)]
+        self.policy.check(profile, toolsets)
+
     async def delete(self, org_id: str, handle: str) -> None:
         if handle == DEFAULT_HANDLE:
             raise ProfileError("default_agent", "The default agent cannot be deleted")
         if not await self._store.agents.delete(org_id, handle):
             raise AgentNotFoundError(f"No agent {handle!r} in this organisation")
 
-    def setup(self, agent: Agent, *, background: bool = False) -> AgentSetup:
-        """The kit a turn of ``agent`` runs with (the built-in default: the server's own);
-        ``background``: a run nobody watches, whose approvals defer rather than wait."""
+    async def setup(self, agent: Agent, *, org_id: str, background: bool = False) -> AgentSetup:
+        """The kit a turn of ``agent`` in ``org_id`` runs with (the built-in default: the
+        server's own); ``background``: a run nobody watches, whose approvals defer rather
+        than wait. The tools of the org's MCP toolsets its profile names join the kit, less
+        those of a toolset that is down (withheld until it is back)."""
         if agent.version == 0:
             caps = replace(self._kit.capabilities, mode="defer" if background else "suspend")
             return AgentSetup(agent, replace(self._kit, capabilities=caps), {})
-        profile, kit = agent.profile, self._kit
+        profile = agent.profile
+        kit = _with_tools(self._kit, await self._mcp_tools(org_id, profile))
         limits = profile.limits
         kit = replace(
             kit,
@@ -154,13 +170,36 @@ class AgentDirectory:
             org_id = str(job["org_id"])
             handle = str(job.get("agent") or DEFAULT_HANDLE)
             agent = await self.at_version(org_id, handle, int(job.get("agent_version") or 0))
-            chosen = self.setup(agent, background=job.get("trigger") == "run")
+            chosen = await self.setup(agent, org_id=org_id, background=job.get("trigger") == "run")
             models = await resolver.resolve_offered(
                 org_id=org_id, requested=job.get("model"), roles=chosen.specs
             )
             return chosen.kit, models
 
         return setup
+
+    async def _mcp_tools(self, org_id: str, profile: AgentProfile) -> Sequence[ToolDef]:
+        """The tools of the MCP toolsets ``profile`` grants (routers that are not the
+        server's own): only toolsets a profile names are ever offered."""
+        if self._mcp is None or profile.tools is None:
+            return []
+        own = {t.router for t in self._kit.tools or ()} | {
+            name.split(".", 1)[0] for name in COMMUNICATION_TOOLS
+        }
+        named = dict.fromkeys(entry.split(".", 1)[0] for entry in profile.tools)
+        toolsets = [router for router in named if router not in own]
+        return await self._mcp.tools(org_id, toolsets) if toolsets else []
+
+
+def _with_tools(kit: TurnKit, tools: Sequence[ToolDef]) -> TurnKit:
+    """``kit`` with ``tools`` added (one whose name or wire name is taken is left out)."""
+    if not tools:
+        return kit
+    registry = ToolRegistry(kit.tools or ())
+    for tool in tools:
+        if tool.name not in registry and tool.wire_name not in registry:
+            registry.register(tool)
+    return replace(kit, tools=registry)
 
 
 def default_policy(

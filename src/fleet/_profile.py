@@ -8,6 +8,8 @@ problem as a stable code.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -18,6 +20,9 @@ from store import ApprovalMode
 from tools import COMMUNICATION_TOOLS, Capabilities, ToolRegistry
 
 HANDLE_PATTERN = r"^[a-z][a-z0-9_-]{1,39}$"
+MCP_GRANT_PATTERN = r"^[a-z][a-z0-9_]{0,39}\.(\*|[a-z][a-z0-9_]{0,63})$"
+"""A grant of an MCP toolset's tools: ``toolset.*`` or ``toolset.tool``."""
+_GRANT = re.compile(MCP_GRANT_PATTERN)
 DEFAULT_HANDLE = "default"
 """The org's default agent: today's behaviour until an owner saves a profile under it."""
 MAX_STEPS = 50
@@ -201,10 +206,15 @@ class AgentPolicy:
     models: frozenset[str] = frozenset()
     user_data: frozenset[str] = frozenset()  # the server's per-user sources
 
-    def check(self, profile: AgentProfile) -> None:
-        """Raise ``ProfileError`` for the first thing the policy refuses."""
+    def check(self, profile: AgentProfile, toolsets: Iterable[str] = ()) -> None:
+        """Raise ``ProfileError`` for the first thing the policy refuses. ``toolsets``: the
+        org's MCP toolsets, whose tools (``name.*``, ``name.tool``) a profile may name too
+        (what they are is known only once connected)."""
+        routers = frozenset(toolsets)
         for entry in [*(profile.tools or ()), *profile.approvals, *profile.approval_modes]:
-            self._known(entry)
+            mcp = _GRANT.match(entry) and entry.split(".", 1)[0] in routers
+            if not mcp:
+                self._known(entry)
         for entry in profile.tools or ():
             if _covers(self.always_blocked, entry):
                 raise ProfileError(

@@ -219,7 +219,7 @@ class RunDispatcher:
 
     async def _launch(self, run: RunRecord, turn_id: str) -> None:
         agent = await self._agents.at_version(run.org_id, run.agent, run.agent_version)
-        setup = self._agents.setup(agent, background=True)
+        setup = await self._agents.setup(agent, org_id=run.org_id, background=True)
         models = await self._models.resolve_offered(
             org_id=run.org_id, requested=None, roles=setup.specs
         )

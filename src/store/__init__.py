@@ -23,6 +23,12 @@ from store._hooks import AgentHooks
 from store._idempotency import IdempotencyClaim
 from store._leases import Claim
 from store._log import EventLog, SessionNotFoundError, StaleOwnerError, StoredEvent
+from store._mcp_toolsets import (
+    TOOLSET_NAME_PATTERN,
+    InvalidToolsetError,
+    McpToolsetRecord,
+    McpToolsets,
+)
 from store._models import Base, OrgRow, utcnow
 from store._notices import NOTICE_TYPES, NoticeRecord, Notices, NoticeType, notice_key
 from store._org_keys import OrgKeyInfo, OrgKeys, SecretsKeyError
@@ -49,6 +55,7 @@ __all__ = [
     "ARTIFACT_ID_PATTERN",
     "DELIVERIES_KEY",
     "NOTICE_TYPES",
+    "TOOLSET_NAME_PATTERN",
     "AgentCosts",
     "AgentExistsError",
     "AgentHooks",
@@ -74,6 +81,9 @@ __all__ = [
     "EventLog",
     "FiredAlert",
     "IdempotencyClaim",
+    "InvalidToolsetError",
+    "McpToolsetRecord",
+    "McpToolsets",
     "NoticeRecord",
     "NoticeType",
     "Notices",

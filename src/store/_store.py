@@ -14,6 +14,7 @@ from store._hooks import AgentHooks
 from store._idempotency import IdempotencyKeys
 from store._leases import Leases
 from store._log import EventLog, LogNotifier
+from store._mcp_toolsets import McpToolsets
 from store._notices import Notices
 from store._notify import PgListener
 from store._org_keys import OrgKeys, SecretBox
@@ -55,6 +56,7 @@ class Store:
         self.webhooks = Webhooks(self.db, box)
         self.approvals = Approvals(self.db)
         self.artifacts = Artifacts(self.db)
+        self.mcp_toolsets = McpToolsets(self.db, box)
 
     @property
     def dialect(self) -> str:

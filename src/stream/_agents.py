@@ -24,10 +24,19 @@ from fleet import (
     ProfileError,
 )
 from store import AgentExistsError, DayUsage
-from stream._api import AgentCreate, AgentIn, AgentOut, AuthedRequest, Services, ServicesDep
+from stream._api import (
+    AgentCreate,
+    AgentIn,
+    AgentOut,
+    AgentToolsetOut,
+    AuthedRequest,
+    Services,
+    ServicesDep,
+)
 from stream._auth import Principal
 from stream._bounds import int_query
 from stream._errors import ApiError
+from stream._mcp import agent_toolsets
 
 _MANAGERS = ("owner", "staff")
 _HANDLE = re.compile(HANDLE_PATTERN)
@@ -47,7 +56,7 @@ def require_manager(principal: Principal, what: str = "change agents") -> None:
         raise ApiError(403, "forbidden", f"Only owner or staff may {what}")
 
 
-def _out(agent: Agent) -> AgentOut:
+def _out(agent: Agent, toolsets: list[AgentToolsetOut] | None = None) -> AgentOut:
     return AgentOut(
         **agent.profile.model_dump(),
         handle=agent.handle,
@@ -56,6 +65,7 @@ def _out(agent: Agent) -> AgentOut:
         updated_at=agent.updated_at,
         paused_at=agent.paused_at,
         paused_reason=agent.paused_reason,
+        toolsets=toolsets or [],
     )
 
 
@@ -99,7 +109,8 @@ async def create_agent(
 async def get_agent(
     handle: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> AgentOut:
-    return _out(await agent_or_404(services, request.user.org_id, handle))
+    agent = await agent_or_404(services, request.user.org_id, handle)
+    return _out(agent, await agent_toolsets(services, request.user.org_id, agent.profile))
 
 
 @put("/v1/agents/{handle:str}", summary="Replace an agent's profile: its next version")

@@ -23,6 +23,7 @@ from fleet import (
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import UUID_PATTERN, MessageText
+from tools import McpPool
 from turn import ModelResolver, TurnKit, TurnRunner
 
 
@@ -51,6 +52,10 @@ class StreamConfig:
     """How long one webhook delivery attempt may take."""
     webhook_deliveries: bool = True
     """Whether this process sends webhook deliveries (other workers may, if it does not)."""
+    mcp_allow_stdio: bool = True
+    """Whether orgs may add stdio MCP toolsets (commands run with this server's rights)."""
+    mcp_connect_timeout_s: float = 10.0
+    """Connecting to an MCP server and listing its tools."""
 
 
 class SessionLocks:
@@ -78,6 +83,7 @@ class Services:
     runs: RunDispatcher
     costs: CostGuard
     approvals: ApprovalDesk
+    mcp: McpPool
     locks: SessionLocks = field(default_factory=SessionLocks)
 
 
@@ -221,6 +227,12 @@ class AgentCreate(AgentIn):
     handle: str = Field(pattern=HANDLE_PATTERN, description="Its name in the org and in URLs.")
 
 
+class AgentToolsetOut(BaseModel):
+    name: str
+    state: str = Field(description="connected, down, disabled or not_connected (not tried)")
+    error: str | None = Field(description="Why it is down.")
+
+
 class AgentOut(AgentProfile):
     handle: str
     version: int = Field(description="The profile's version; 0: the built-in default.")
@@ -231,6 +243,11 @@ class AgentOut(AgentProfile):
     )
     paused_reason: str | None = Field(
         default=None, description="Why the server paused it: cost_limit; null: not paused."
+    )
+    toolsets: list[AgentToolsetOut] = Field(
+        default_factory=list,
+        description="GET /v1/agents/{handle} only: the org's MCP toolsets its profile names, "
+        "with their connection state (a toolset that is down offers no tools).",
     )
 
 

@@ -14,6 +14,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 
 from fleet import (
+    MCP_GRANT_PATTERN,
     AgentDirectory,
     AgentPolicy,
     ApprovalDesk,
@@ -33,6 +34,7 @@ from stream import (
     _budget,
     _hooks,
     _keys,
+    _mcp,
     _metrics,
     _notices,
     _plan,
@@ -48,6 +50,7 @@ from stream._bounds import check_bounds
 from stream._deliveries import DeliveryWorker
 from stream._errors import EXCEPTION_HANDLERS
 from stream._openapi import BodySchemaPlugin, document
+from tools import McpPool
 from turn import Keeper, ModelResolver, TurnKit, TurnModels, TurnRunner
 
 ROUTES = [
@@ -93,6 +96,10 @@ ROUTES = [
     _keys.list_org_keys,
     _keys.put_org_key,
     _keys.delete_org_key,
+    _mcp.list_toolsets,
+    _mcp.get_toolset,
+    _mcp.put_toolset,
+    _mcp.delete_toolset,
     _notices.events_stream,
     _notices.create_webhook,
     _notices.list_webhooks,
@@ -105,13 +112,14 @@ ROUTES = [
 
 def profile_choices(policy: AgentPolicy) -> dict[str, dict[str, Any]]:
     """What an agent profile may name on this server, for its OpenAPI schema: the tools and
-    routers (``tools``, ``approvals``, ``approval_modes``), the per-user sources
+    routers (``tools``, ``approvals``, ``approval_modes``: built-in ones, or an MCP
+    toolset's ``toolset.*`` and ``toolset.tool``), the per-user sources
     (``user_data``) and the model specs (per role)."""
     names = policy.tools.names()
     granted = sorted({*names, *(f"{n.split('.', 1)[0]}.*" for n in names)})
-    tool_list = {"type": "array", "maxItems": 200, "items": {"enum": granted}} if granted else {
-        "type": "array", "maxItems": 0,
-    }  # fmt: skip
+    # Besides the built-in tools, the tools of the org's MCP toolsets (checked on save).
+    entry = {"anyOf": [{"enum": granted}, {"type": "string", "pattern": MCP_GRANT_PATTERN}]}
+    tool_list = {"type": "array", "maxItems": 200, "items": entry}
     specs = {"enum": [*sorted(policy.models), None]}
     return {
         "tools": {"anyOf": [tool_list, {"type": "null"}]},
@@ -119,7 +127,7 @@ def profile_choices(policy: AgentPolicy) -> dict[str, dict[str, Any]]:
         "approval_modes": {
             "type": "object",
             "maxProperties": 200,
-            "propertyNames": {"enum": granted},
+            "propertyNames": entry,
             "additionalProperties": {"enum": ["suspend", "defer"]},
         },
         "user_data": {
@@ -179,10 +187,14 @@ def _services(
     policy: AgentPolicy | None,
 ) -> Services:
     """What every route shares: the agents, the turn runner and the services around it."""
+    mcp = McpPool(
+        store, allow_stdio=config.mcp_allow_stdio, connect_timeout_s=config.mcp_connect_timeout_s
+    )  # this worker's MCP connections
     resolver = ModelResolver(models, store.org_keys)
     directory = AgentDirectory(
-        store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit)
-    )
+        store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit),
+        mcp=mcp,
+    )  # fmt: skip
     costs = CostGuard(store, directory)  # told when any turn ends: alerts, pause, notices
     runner = TurnRunner(
         store, turn_timeout_s=config.turn_timeout_s, kit=kit, lease_s=config.lease_s,
@@ -191,7 +203,7 @@ def _services(
     return Services(
         store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory,
         runs=RunDispatcher(store, directory, runner, resolver), costs=costs,
-        approvals=ApprovalDesk(store, directory),
+        approvals=ApprovalDesk(store, directory), mcp=mcp,
     )  # fmt: skip
 
 
@@ -230,6 +242,7 @@ class _Workers:
         await services.approvals.stop()
         await self._keeper.stop()
         await services.runner.shutdown(services.config.shutdown_grace_s)
+        await services.mcp.aclose()  # stdio servers stop with the worker
         await services.store.close()
 
 

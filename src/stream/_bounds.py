@@ -20,7 +20,7 @@ from litestar.params import ParameterKwarg, QueryParameter
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from store import ARTIFACT_ID_PATTERN
+from store import ARTIFACT_ID_PATTERN, TOOLSET_NAME_PATTERN
 from stream._errors import ApiError
 
 MAX_SEQ = 2**63 - 1
@@ -45,6 +45,7 @@ PATH_IDS: dict[str, tuple[str, str]] = {
     "chat_id": (THREAD_ID_PATTERN, "a chat id (1-128 letters, digits or _.:-)"),
     "webhook_id": (r"^wh_[0-9a-f]{32}$", "a webhook id (wh_ and 32 hex digits)"),
     "artifact_id": (ARTIFACT_ID_PATTERN, "an artifact id (art_ and 24 hex digits)"),
+    "toolset": (TOOLSET_NAME_PATTERN, "an MCP toolset name (1-40 of a-z, 0-9 and _)"),
 }
 """Path parameters by name: the pattern they must match on every route, and what they are."""
 

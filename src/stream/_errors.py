@@ -56,6 +56,9 @@ ErrorCode = Literal[
     "model_not_allowed",
     "invalid_webhook_url",
     "invalid_webhook_secret",
+    "invalid_toolset",
+    "stdio_disabled",
+    "secrets_unavailable",
     "internal",
 ]
 _log = structlog.get_logger("bosun.http")

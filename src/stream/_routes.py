@@ -91,7 +91,7 @@ async def _pick_agent(
     agent = await agent_or_404(services, principal.org_id, handle)
     if agent.paused:
         raise ApiError(409, "agent_paused", agent.paused_message())
-    return services.agents.setup(agent)
+    return await services.agents.setup(agent, org_id=principal.org_id)
 
 
 async def start_turn(

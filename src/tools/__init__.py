@@ -1,7 +1,7 @@
 """Typed tools: declarations and their policies (category, confirm, kind, inverse, roles,
 audit), the registry the planner and executors share, the runner that enforces those
 policies (validation, roles, capabilities, confirmation, timeouts, recorded executions,
-undo), and the demo toolset (``tools.demo``).
+undo), the tools of MCP servers (``McpPool``), and the demo toolset (``tools.demo``).
 """
 
 from tools._artifacts import (
@@ -19,6 +19,8 @@ from tools._comms import (
     communication_tools,
 )
 from tools._executions import rejection
+from tools._mcp import McpPool, McpStatus
+from tools._mcp_tools import McpToolStatus
 from tools._notify_user import GET_ARTIFACT, NOTIFY_USER, artifact_json, artifact_tools
 from tools._registry import Inverse, ToolDef, ToolRegistry, UnknownToolError, UserRole
 from tools._runner import (
@@ -42,6 +44,9 @@ __all__ = [
     "ArtifactType",
     "Capabilities",
     "Inverse",
+    "McpPool",
+    "McpStatus",
+    "McpToolStatus",
     "Needs",
     "ToolCallRequest",
     "ToolContext",

@@ -62,6 +62,12 @@ class ToolDef:
     roles: frozenset[UserRole] = ALL_ROLES
     audit: str | None = None
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    schema: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The input's JSON schema as the model sees it when it does not come from
+    ``input_model`` (an MCP server's tool: ``input_model`` then checks against it)."""
+    timeout_s: float | None = None
+    """How long one call may run; ``None``: the runner's own limit (an MCP toolset sets
+    its own, which its owner chose for that server)."""
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -127,7 +133,10 @@ class ToolDef:
 
     def input_schema(self) -> dict[str, Any]:
         """The model-facing JSON schema of the input (a copy of a cached schema)."""
-        return copy.deepcopy(model_schema(self.input_model))
+        return copy.deepcopy(self._schema())
+
+    def _schema(self) -> dict[str, Any]:
+        return self.schema if self.schema is not None else model_schema(self.input_model)
 
     def output_schema(self) -> dict[str, Any] | None:
         if self.output_model is None:
@@ -147,7 +156,7 @@ class ToolDef:
         if self.kind != "normal":
             tags.append("asks the user")
         tag = f" [{', '.join(tags)}]" if tags else ""
-        return f"{self.name}({signature(model_schema(self.input_model))}){tag}: {self.summary}"
+        return f"{self.name}({signature(self._schema())}){tag}: {self.summary}"
 
 
 def _models_of(handler: Callable[..., Any], name: str) -> tuple[type[BaseModel], Any]:

@@ -289,7 +289,7 @@ class ToolRunner:
             turn_id=call.turn_id, step_id=call.step_id, events=emitted,
         )  # fmt: skip
         try:
-            result = await invoke(tool, args, scoped, timeout_s=self.timeout_s)
+            result = await invoke(tool, args, scoped, timeout_s=tool.timeout_s or self.timeout_s)
             value, output = output_of(tool, result)
             inverse = inverse_of(tool, args, value)
         except ToolError as exc:

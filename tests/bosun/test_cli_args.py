@@ -74,5 +74,6 @@ def test_the_command_line_knows_every_command_and_user_role() -> None:
         "prune",
         "agents",
         "run",
+        "mcp",
     ]
     assert get_args(UserRole) == USER_ROLES

@@ -794,7 +794,7 @@ async def test_key_and_url_fall_back_to_the_sdk_environment(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     provider.enqueue(anthropic_reply(text="ok"))
-    model = AnthropicModel("claude-opus-4-5")
+    model = AnthropicModel("claude-haiku-4-5")
     try:
         items = await collect(model)
     finally:
@@ -802,7 +802,7 @@ async def test_key_and_url_fall_back_to_the_sdk_environment(
 
     assert items[0] == TextChunk(text="ok")
     assert provider.requests[0].headers["authorization"] == "Bearer env-key"
-    assert provider.requests[0].json["model"] == "claude-opus-4-5"
+    assert provider.requests[0].json["model"] == "claude-haiku-4-5"
 
 
 async def test_an_explicit_api_key_overrides_the_configured_one(
@@ -823,8 +823,8 @@ async def test_a_shared_client_is_used_and_left_open(
 ) -> None:
     provider.enqueue(anthropic_reply(text="ok"), anthropic_reply(text="again"))
     async with anthropic.AsyncAnthropic(api_key="shared", base_url=server.url) as client:
-        model = AnthropicModel("claude-opus-4-5", client=client)
-        assert model.name == "anthropic:claude-opus-4-5"
+        model = AnthropicModel("claude-haiku-4-5", client=client)
+        assert model.name == "anthropic:claude-haiku-4-5"
         assert isinstance(model, Model)
         await collect(model)
         await model.aclose()  # not ours to close: the client still works

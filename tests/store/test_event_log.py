@@ -140,6 +140,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "daily_usage",
         "events",
         "idempotency_keys",
+        "mcp_toolsets",
         "members",
         "notices",
         "org_api_keys",

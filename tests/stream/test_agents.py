@@ -207,7 +207,7 @@ async def test_always_allowed_tools_join_every_profiles_grant(db_url: str) -> No
     async with Server(settings, TurnModels()) as server:
         await create(server, COACH)
         directory = server.app.state["services"].agents
-        coach = directory.setup(await directory.get("acme", "coach"))
+        coach = await directory.setup(await directory.get("acme", "coach"), org_id="acme")
         catalogue = coach.kit.catalogue("owner").tools
 
     assert "programs.list" in catalogue and "members.search" in catalogue

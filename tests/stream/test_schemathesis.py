@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from cryptography.fernet import Fernet
 
 from conftest import ServerFactory
 from providers import ScriptedModel
+from tools import McpPool, McpStatus, ToolDef
 from turn import TurnModels
 
 TAIL = "/v1/sessions/{session_id}/stream"
@@ -96,6 +98,15 @@ def _models() -> TurnModels:
     )
 
 
+async def _status_only(pool: McpPool, org_id: str, name: str) -> McpStatus:
+    [status] = await pool.status(org_id, [name])
+    return status
+
+
+async def _no_tools(_pool: McpPool, _org_id: str, _toolsets: Iterable[str]) -> list[ToolDef]:
+    return []
+
+
 async def _schemathesis(url: str, token: str, workdir: Path) -> tuple[int, str, dict[str, Any]]:
     """Run ``st run`` against ``url``; its exit code, its output and its JSON report."""
     report = workdir / "report.json"
@@ -137,6 +148,10 @@ async def test_schemathesis_finds_no_server_error(
 ) -> None:
     # The webhooks it adds name whatever hosts it makes up: none is ever sent to.
     monkeypatch.setenv("BOSUN_WEBHOOKS__DELIVER", "false")
+    # Nor is any MCP server it configures connected to: no command run, no host reached.
+    monkeypatch.setenv("BOSUN_MCP__ALLOW_STDIO", "false")
+    monkeypatch.setattr(McpPool, "refresh", _status_only)
+    monkeypatch.setattr(McpPool, "tools", _no_tools)
     async with make_server(_models(), secrets_key=Fernet.generate_key().decode()) as server:
         owner = server.auth(role="owner")
         first = await server.client.post("/v1/chat", json={"message": "Hello"}, headers=owner)
@@ -159,5 +174,8 @@ async def test_schemathesis_finds_no_server_error(
         "coverage": "success",
         "fuzzing": "success",
     }, tail
-    # The warning schemathesis gave when validation was stricter than the OpenAPI.
-    assert report["warnings"]["validation_mismatch"] == [], tail
+    # The warning schemathesis gives when validation is stricter than the OpenAPI. One such
+    # case is by design: a profile may grant ``toolset.tool`` for any name the pattern
+    # admits, and a toolset the org has not configured is 422 unknown_toolset, which depends
+    # on the org's state, as 409 and 422 do above.
+    assert report["warnings"]["validation_mismatch"] in ([], ["POST /v1/agents"]), tail

@@ -456,6 +456,15 @@ async def test_a_slow_tool_times_out_and_is_recorded_failed(acme: Studio) -> Non
     assert (row.status, row.error, row.output) == ("failed", failure.as_dict(), None)
 
 
+async def test_a_tools_own_timeout_replaces_the_runners(acme: Studio) -> None:
+    """An MCP toolset's owner sets its tools' limit: it wins over the runner's, both ways."""
+    slow_tool = dataclasses.replace(EDGE.get("edge.slow"), timeout_s=0.05)
+    runner = ToolRunner(ToolRegistry([slow_tool]), acme.store, timeout_s=30)
+    outcome = await runner.run(acme.call("edge.slow", {"text": "z"}), acme.ctx)
+    assert error_of(outcome).message == "edge.slow did not finish within 0.05 s"
+    assert outcome.duration_ms < 5_000
+
+
 async def test_an_unexpected_exception_is_a_generic_failure_that_hides_the_input(
     acme: Studio,
 ) -> None:

@@ -99,7 +99,7 @@ async def test_the_spec_smoke_test_on_the_anthropic_wire(store: Store, server: F
     await seed_demo(store, ORG)
     kit = TurnKit(tools=demo_registry(), sources=demo_sources(store))
     directory = AgentDirectory(store, default_policy(kit, []), kit, default_profile(kit))
-    setup = directory.setup(trainer())
+    setup = await directory.setup(trainer(), org_id=ORG)
     cache = PromptCache()
     generate = ToolCall(id="toolu_1", name="trainer_generate_workout", input={"workout": WORKOUT})
     idle = ToolCall(id="toolu_3", name="agent_idle", input={"reason": "delivered"})

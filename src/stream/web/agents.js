@@ -9,6 +9,12 @@ const POLL_MS = 1000;
 const COST_DAYS = 14;
 const PAUSE_TEXT = { cost_limit: "it reached its cost limit for the period" };
 const LIVE = new Set(["queued", "running"]);
+const TOOLSET_TEXT = {
+  connected: "connected",
+  down: "down, its tools withheld",
+  disabled: "disabled",
+  not_connected: "not connected yet",
+};
 const STATUS_TEXT = {
   queued: "Queued",
   running: "Running",
@@ -129,6 +135,7 @@ export class AgentsView {
     });
     panel.replaceChildren(
       h("section.agent-costs", { id: "agent-costs", "aria-label": "Costs" }),
+      h("section.agent-toolsets", { id: "agent-toolsets", "aria-label": "MCP toolsets" }),
       h("h3", { textContent: `@${handle}: runs` }),
       form,
       note,
@@ -136,7 +143,37 @@ export class AgentsView {
       h("section.run-detail", { id: "run-detail", "aria-label": "Run" }),
     );
     await this.renderCosts(handle);
+    await this.renderToolsets(handle);
     await this.refreshRuns();
+  }
+
+  /** The MCP toolsets the agent's profile names and whether each is connected: a down
+   * server's tools are withheld from its turns until it is back, so say why. */
+  async renderToolsets(handle) {
+    const section = this.root.querySelector("#agent-toolsets");
+    if (!section) return;
+    const { data: agent } = await this.api("GET", `/v1/agents/${handle}`);
+    const toolsets = agent?.toolsets ?? [];
+    if (!toolsets.length) {
+      section.replaceChildren();
+      return;
+    }
+    section.replaceChildren(
+      h("h5", { textContent: "Tools from MCP servers" }),
+      h(
+        "ul.toolsets",
+        {},
+        ...toolsets.map((t) =>
+          h(
+            "li.toolset",
+            { dataset: { toolset: t.name, state: t.state } },
+            h("strong", { textContent: t.name }),
+            h("span", {
+              textContent: ` · ${TOOLSET_TEXT[t.state] ?? t.state}${t.error ? `: ${t.error}` : ""}`,
+            }),
+          )),
+      ),
+    );
   }
 
   /** The agent's costs (owner and staff only: members see nothing here): the pause with

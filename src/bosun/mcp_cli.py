@@ -1,0 +1,103 @@
+"""``bosun mcp``: an org's MCP toolsets from the command line, straight on the database
+(no server needed), as ``bosun agents`` does profiles.
+
+``add`` stores a toolset (or replaces it: its next version, so running servers reconnect);
+header and environment values are encrypted with ``BOSUN_SECRETS_KEY`` and never printed.
+``show --check`` connects as a server's worker would and prints its tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from bosun.log import quiet_logging
+from bosun.migrate import upgrade
+from bosun.settings import Settings
+from store import InvalidToolsetError, McpToolsetRecord, SecretsKeyError, Store
+from tools import McpPool
+
+
+class _Refused(Exception):
+    """What the command cannot do, said to the user (exit status 2)."""
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    quiet_logging(settings)
+    try:
+        for line in asyncio.run(_mcp(args, settings)):
+            print(line)
+    except (_Refused, InvalidToolsetError, SecretsKeyError) as exc:
+        print(f"bosun mcp: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def _mcp(args: argparse.Namespace, settings: Settings) -> list[str]:
+    secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
+    store = Store(settings.database_url, secrets_key=secrets_key)
+    try:
+        await upgrade(store, demo=settings.demo)
+        if args.action == "list":
+            return [_line(r) for r in await store.mcp_toolsets.list_for_org(args.org)]
+        if args.action == "add":
+            return [await _add(store, args, settings)]
+        if args.action == "remove":
+            if not await store.mcp_toolsets.delete(args.org, args.name):
+                raise _Refused(f"the org {args.org!r} has no MCP toolset {args.name!r}")
+            return [f"{args.name}: removed"]
+        return [await _show(store, args, settings)]
+    finally:
+        await store.close()
+
+
+def _line(record: McpToolsetRecord) -> str:
+    where = record.url if record.transport == "http" else " ".join(record.command or ())
+    off = "" if record.enabled else " (disabled)"
+    return f"{record.name}\tv{record.version}\t{record.transport}\t{where}{off}"
+
+
+async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> str:
+    stdio = args.program is not None
+    if stdio and not settings.mcp.allow_stdio:
+        raise _Refused("stdio MCP servers are turned off on this server (mcp.allow_stdio)")
+    if (args.header and stdio) or (args.env and not stdio):
+        raise _Refused("--header goes with --url, --env with --command")
+    record = await store.mcp_toolsets.put(
+        org_id=args.org,
+        name=args.name,
+        transport="stdio" if stdio else "http",
+        url=args.url,
+        command=args.program,
+        headers=dict(args.header),
+        env=dict(args.env),
+        default_category=args.category,
+        tool_categories=dict(args.tool_category),
+        timeout_s=args.timeout,
+        enabled=not args.disabled,
+    )
+    return f"{record.name}: saved version {record.version}"
+
+
+async def _show(store: Store, args: argparse.Namespace, settings: Settings) -> str:
+    record = await store.mcp_toolsets.get(args.org, args.name)
+    if record is None:
+        raise _Refused(f"the org {args.org!r} has no MCP toolset {args.name!r}")
+    shown: dict[str, Any] = asdict(record)
+    for key in ("id", "org_id"):
+        shown.pop(key)
+    if args.check:
+        pool = McpPool(
+            store,
+            allow_stdio=settings.mcp.allow_stdio,
+            connect_timeout_s=settings.mcp.connect_timeout_s,
+        )
+        try:
+            shown["status"] = asdict(await pool.refresh(args.org, args.name))
+        finally:
+            await pool.aclose()
+    return json.dumps(shown, indent=2, default=str)

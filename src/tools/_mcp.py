@@ -1,0 +1,478 @@
+"""The worker's connections to its orgs' MCP servers: one per (org, toolset), opened on
+first use, listed at connect time and again when the server says its tools changed.
+
+A ``Client`` runs task groups that must be entered and left by one task, and a broken
+transport cancels the task that entered it: so each connection has an owner task that
+holds its ``Client`` open, and turns call tools from their own tasks through it. A
+connection that fails is down: its tools are withheld (a turn never waits on it) until a
+retry, no sooner than a backoff of 1 s doubling to 60 s. Calls end in a result or a typed
+``ToolError`` (``mcp_unavailable``, ``mcp_timeout``, ``mcp_error``, ``mcp_tool_error``),
+never a crash. Secrets (header and environment values) never reach a log, an error or a
+status: messages are redacted of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import structlog
+from mcp import Client, StdioServerParameters
+from mcp.client import Transport
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    Implementation,
+    Tool,
+    ToolListChangedNotification,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from store import McpToolsetRecord, SecretsKeyError, Store, utcnow
+from tools._mcp_tools import Mapped, McpToolStatus, map_tools
+from tools._registry import ToolDef
+from tools._runtime import ToolError
+
+_log = structlog.get_logger("bosun.mcp")
+
+State = Literal["connected", "down", "disabled", "not_connected"]
+BACKOFF_S = (1.0, 60.0)
+"""The first retry of a failed connection after 1 s, doubling to at most 60 s."""
+CLOSE_TIMEOUT_S = 10.0
+MAX_PAGES = 20
+MAX_REASON_CHARS = 300
+_UNAVAILABLE_HINT = "The tool's server is unreachable now; go on without it or try later"
+_LOST = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpStatus:
+    """What the pool knows of one toolset (``error``: why it is down, without secrets)."""
+
+    name: str
+    state: State
+    error: str | None
+    since: datetime | None
+    tools: list[McpToolStatus]
+    skipped: list[str]
+
+
+class _Link:
+    """One open ``Client``, held by its owner task until closed or lost. ``on_tools``
+    gets each new listing; ``on_lost`` why the connection ended if it was not closed."""
+
+    def __init__(
+        self,
+        target: Transport | StdioServerParameters,
+        *,
+        on_tools: Callable[[list[Tool]], None],
+        on_lost: Callable[[str], None],
+        redact: Callable[[str], str],
+        list_timeout_s: float,
+    ) -> None:
+        self._target = target
+        self._list_timeout_s = list_timeout_s
+        self._on_tools = on_tools
+        self._on_lost = on_lost
+        self._redact = redact
+        self._inbox: asyncio.Queue[str] = asyncio.Queue()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self.client: Client | None = None
+
+    async def open(self, timeout_s: float) -> list[Tool]:
+        """Connect and list the tools, or raise ``ConnectionError`` with the reason."""
+        ready: asyncio.Future[list[Tool]] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._own(ready), name="mcp-connection")
+        try:
+            return await asyncio.wait_for(asyncio.shield(ready), timeout_s)
+        except TimeoutError:
+            ready.cancel()  # the owner must not report an outcome nobody waits for
+            await self.close()
+            raise ConnectionError(f"no answer within {timeout_s:g} s") from None
+        except BaseException:
+            ready.cancel()
+            await self.close()
+            raise
+
+    def stop(self) -> None:
+        """Ask the owner task to close the connection (without waiting for it)."""
+        self._closing = True
+        self._inbox.put_nowait("stop")
+
+    async def close(self) -> None:
+        self.stop()
+        task = self._task
+        if task is None or task.done():
+            return
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT_S)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _own(self, ready: asyncio.Future[list[Tool]]) -> None:
+        try:
+            async with Client(
+                self._target,
+                message_handler=self._on_message,
+                cache=None,  # a listing is fetched afresh, when the server says it changed
+                client_info=Implementation(name="bosun", version="1"),
+            ) as client:
+                listed = await _list_tools(client)
+                self.client = client
+                ready.set_result(listed)
+                await self._serve(client)
+        except (Exception, asyncio.CancelledError, BaseExceptionGroup) as exc:
+            # The owner task ends here, whatever ended the connection.
+            reason = self._redact(describe(exc))
+            if not ready.done():
+                ready.set_exception(ConnectionError(reason))
+            elif not self._closing:
+                self._on_lost(reason)
+        finally:
+            self.client = None
+
+    async def _serve(self, client: Client) -> None:
+        """Relist on every change notice until stopped or lost (raises)."""
+        listener = None
+        capability = client.server_capabilities.tools
+        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if capability and capability.list_changed and modern:
+            listener = asyncio.create_task(self._listen(client), name="mcp-listen")
+        try:
+            while (message := await self._inbox.get()) == "changed":
+                with anyio.fail_after(self._list_timeout_s):  # a stuck relist is a lost server
+                    listed = await _list_tools(client)
+                self._on_tools(listed)
+            if message != "stop":
+                raise ConnectionError(message)
+        finally:
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
+
+    async def _listen(self, client: Client) -> None:
+        """A 2026-07-28 server tells of changes on a listen stream; its loss is the
+        connection's (the stream ends when the server goes away)."""
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _event in events:
+                    self._inbox.put_nowait("changed")
+            self._inbox.put_nowait("the server ended its event stream")
+        except ListenNotSupportedError:
+            return
+        except Exception as exc:
+            self._inbox.put_nowait(describe(exc))
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):  # servers before 2026-07-28
+            self._inbox.put_nowait("changed")
+
+
+@dataclass(kw_only=True, eq=False)
+class _Entry:
+    """What the pool knows of one toolset: the configuration it connected with, its state,
+    its last listing, and when a failed connection may be tried again."""
+
+    record: McpToolsetRecord
+    state: State = "not_connected"
+    error: str | None = None
+    since: datetime | None = None
+    mapped: Mapped = field(default_factory=lambda: Mapped(tools=[], statuses=[], skipped=[]))
+    failures: int = 0
+    retry_at: float = 0.0
+    link: _Link | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def status(self) -> McpStatus:
+        listed = self.state == "connected"
+        return McpStatus(
+            name=self.record.name, state=self.state, error=self.error, since=self.since,
+            tools=list(self.mapped.statuses) if listed else [],
+            skipped=list(self.mapped.skipped) if listed else [],
+        )  # fmt: skip
+
+    def set_state(self, state: State, error: str | None = None) -> None:
+        if state != self.state or error != self.error:
+            self.since = utcnow()
+        self.state, self.error = state, error
+
+
+class McpPool:
+    """This worker's MCP connections, per (org, toolset). ``tools`` connects as needed;
+    ``status`` never does. ``backoff_s``: the first retry delay and the longest."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        allow_stdio: bool = True,
+        connect_timeout_s: float = 10.0,
+        backoff_s: tuple[float, float] = BACKOFF_S,
+    ) -> None:
+        self._store = store
+        self._allow_stdio = allow_stdio
+        self._connect_timeout_s = connect_timeout_s
+        self._backoff_s = backoff_s
+        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    async def tools(self, org_id: str, toolsets: Iterable[str]) -> list[ToolDef]:
+        """The tools of the named toolsets, connecting where needed; a toolset that is
+        down, disabled or unknown contributes none."""
+        wanted = list(dict.fromkeys(toolsets))
+        if not wanted:
+            return []
+        records = {r.name: r for r in await self._store.mcp_toolsets.list_for_org(org_id)}
+        for name in wanted:
+            if name not in records:
+                self.forget(org_id, name)
+        entries = await asyncio.gather(*(self._ready(records[n]) for n in wanted if n in records))
+        return [
+            tool for entry in entries if entry.state == "connected" for tool in entry.mapped.tools
+        ]
+
+    async def status(self, org_id: str, names: Iterable[str] | None = None) -> list[McpStatus]:
+        """What the pool knows, without connecting: ``not_connected`` if never tried."""
+        if names is None:
+            return [e.status() for (org, _), e in sorted(self._entries.items()) if org == org_id]
+        statuses = []
+        for name in names:
+            entry = self._entries.get((org_id, name))
+            statuses.append(entry.status() if entry else _never_tried(name))
+        return statuses
+
+    async def refresh(self, org_id: str, name: str) -> McpStatus:
+        """Reconnect now, whatever the backoff, and list the tools afresh."""
+        record = await self._store.mcp_toolsets.get(org_id, name)
+        if record is None:
+            self.forget(org_id, name)
+            return _never_tried(name)
+        self.forget(org_id, name)
+        return (await self._ready(record)).status()
+
+    def forget(self, org_id: str, name: str) -> None:
+        """Drop the toolset's connection (its configuration was replaced or deleted)."""
+        entry = self._entries.pop((org_id, name), None)
+        if entry is not None:
+            self._drop_link(entry)
+
+    async def aclose(self) -> None:
+        """Close every connection (stdio servers stop): on shutdown."""
+        for key in list(self._entries):
+            self.forget(*key)
+        while self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
+
+    # connecting
+
+    async def _ready(self, record: McpToolsetRecord) -> _Entry:
+        """The toolset's entry for ``record``, connected unless it is disabled, refused,
+        or failed recently (then it waits out its backoff without a try)."""
+        key = (record.org_id, record.name)
+        entry = self._entries.get(key)
+        if entry is None or (entry.record.id, entry.record.version) != (record.id, record.version):
+            self.forget(*key)
+            entry = self._entries[key] = _Entry(record=record)
+        if not record.enabled:
+            self._drop_link(entry)
+            entry.set_state("disabled")
+            return entry
+        async with entry.lock:
+            if entry.state != "connected" and time.monotonic() >= entry.retry_at:
+                await self._connect(entry)
+        return entry
+
+    async def _connect(self, entry: _Entry) -> None:
+        record = entry.record
+        if record.transport == "stdio" and not self._allow_stdio:
+            entry.retry_at = math.inf  # until the operator's setting changes (a restart)
+            entry.set_state("down", "stdio servers are turned off on this server")
+            return
+        try:
+            headers, env = await self._store.mcp_toolsets.secrets(record)
+        except SecretsKeyError as exc:
+            self._failed(entry, str(exc))
+            return
+        redact = _redactor([*headers.values(), *env.values()])
+        link = _Link(
+            _target(record, headers, env),
+            on_tools=lambda tools: self._listed(entry, link, tools),
+            on_lost=lambda reason: self._lost(entry, link, reason),
+            redact=redact,
+            list_timeout_s=self._connect_timeout_s,
+        )
+        try:
+            listed = await link.open(self._connect_timeout_s)
+        except Exception as exc:
+            self._failed(entry, redact(str(exc) or describe(exc)))
+            return
+        if self._entries.get((record.org_id, record.name)) is not entry:
+            await link.close()  # forgotten while it connected
+            return
+        entry.link, entry.failures = link, 0
+        self._listed(entry, link, listed)
+        entry.set_state("connected")
+        _log.info("mcp.connected", org_id=record.org_id, toolset=record.name,
+                  tools=len(entry.mapped.tools), skipped=len(entry.mapped.skipped))  # fmt: skip
+
+    def _listed(self, entry: _Entry, link: _Link, tools: list[Tool]) -> None:
+        if entry.link in (None, link):
+            record = entry.record
+            key = (record.org_id, record.name)
+            entry.mapped = map_tools(
+                record, tools, lambda mcp_name, args: self._call(key, record, mcp_name, args)
+            )
+
+    def _lost(self, entry: _Entry, link: _Link, reason: str) -> None:
+        """The connection ``link`` ended on its own (or a call found it broken)."""
+        if entry.link is link:
+            self._failed(entry, reason)
+
+    def _failed(self, entry: _Entry, reason: str) -> None:
+        self._drop_link(entry)
+        entry.failures += 1
+        first, longest = self._backoff_s
+        delay = min(longest, first * 2 ** (entry.failures - 1))
+        entry.retry_at = time.monotonic() + delay
+        entry.set_state("down", reason[:MAX_REASON_CHARS])
+        _log.warning("mcp.down", org_id=entry.record.org_id, toolset=entry.record.name,
+                     error=entry.error, retry_in_s=delay)  # fmt: skip
+
+    def _drop_link(self, entry: _Entry) -> None:
+        link, entry.link = entry.link, None
+        if link is not None:
+            task = asyncio.get_running_loop().create_task(link.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    # calling
+
+    async def _call(
+        self, key: tuple[str, str], record: McpToolsetRecord, mcp_name: str, args: dict[str, Any]
+    ) -> CallToolResult:
+        """Call ``mcp_name`` on the toolset's current connection (reconnecting first if it
+        was lost and its backoff has passed), under the toolset's timeout."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.record.version == record.version:
+            if entry.state != "connected":
+                entry = await self._ready(entry.record)
+            client = entry.link.client if entry.link else None
+            if entry.state == "connected" and client is not None:
+                return await self._call_on(entry, client, mcp_name, args)
+        raise ToolError(
+            "mcp_unavailable", f"The MCP server of {record.name} is not connected",
+            hint=_UNAVAILABLE_HINT,
+        )  # fmt: skip
+
+    async def _call_on(
+        self, entry: _Entry, client: Client, mcp_name: str, args: dict[str, Any]
+    ) -> CallToolResult:
+        record, link = entry.record, entry.link
+        timeout_s = record.timeout_s
+        where = f"{record.name}.{mcp_name}"
+        try:
+            with anyio.fail_after(timeout_s):
+                return await client.call_tool(mcp_name, args, read_timeout_seconds=timeout_s)
+        except TimeoutError:
+            raise _timed_out(where, timeout_s) from None
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise _timed_out(where, timeout_s) from None
+            if exc.code != CONNECTION_CLOSED:
+                message = f"{where}: the MCP server answered with error {exc.code}"
+                raise ToolError("mcp_error", message, hint="Tell the user it failed") from None
+            reason = "the connection closed during a call"
+        except (*_LOST, httpx2.TransportError) as exc:
+            reason = describe(exc)
+        except Exception as exc:  # a result the SDK refused: the connection is fine
+            message = f"{where}: the MCP client failed with {type(exc).__name__}"
+            raise ToolError("mcp_error", message, hint="Tell the user it failed") from None
+        if link is not None:
+            self._lost(entry, link, reason)
+        raise ToolError(
+            "mcp_unavailable", f"The MCP server of {record.name} went away during the call",
+            hint="It may or may not have taken effect; check before trying again",
+        )  # fmt: skip
+
+
+def _timed_out(where: str, timeout_s: float) -> ToolError:
+    return ToolError(
+        "mcp_timeout", f"{where} did not answer within {timeout_s:g} s",
+        hint="It may still take effect: check before trying again",
+    )  # fmt: skip
+
+
+def _target(
+    record: McpToolsetRecord, headers: dict[str, str], env: dict[str, str]
+) -> Transport | StdioServerParameters:
+    """Where the client connects: a spawned command, or a URL sent the headers."""
+    if record.transport == "stdio":
+        command = record.command or [""]
+        return StdioServerParameters(command=command[0], args=command[1:], env=env or None)
+    assert record.url is not None, f"http toolset {record.name} has no url"
+    return _http(record.url, headers)
+
+
+@asynccontextmanager
+async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with the toolset's headers on every request."""
+    timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: an SSE read waits long
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+async def _list_tools(client: Client) -> list[Tool]:
+    tools: list[Tool] = []
+    cursor = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        if (cursor := page.next_cursor) is None:
+            break
+    return tools
+
+
+def describe(exc: BaseException) -> str:
+    """A short reason for a failure: the first real error inside any exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, asyncio.CancelledError):
+        return "the connection was lost"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _redactor(secrets: list[str]) -> Callable[[str], str]:
+    """Blank every secret value (of a useful length) out of a message."""
+    values = sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)
+
+    def redact(text: str) -> str:
+        for value in values:
+            text = text.replace(value, "[redacted]")
+        return text
+
+    return redact
+
+
+def _never_tried(name: str) -> McpStatus:
+    return McpStatus(name=name, state="not_connected", error=None, since=None, tools=[], skipped=[])

@@ -1,0 +1,239 @@
+"""An MCP server's tools as Bosun tools: names, schemas, categories, results.
+
+Each listed MCP tool becomes a ``ToolDef`` named ``toolset.tool`` (the MCP name in lower
+snake case), so the runner governs it like any tool: the gates, confirmation, approval
+modes, timeouts and recorded executions apply unchanged. Its category comes from the
+server's annotations, then the owner's overrides; a tool not marked read-only is never
+``read`` by default. Its input schema is what the model sees, and is checked at the gate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, cast, get_args
+
+import structlog
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+from mcp_types import CallToolResult, Tool
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
+
+from store import McpToolsetRecord
+from tools._registry import NAME_PATTERN, Category, ToolDef
+from tools._runtime import ToolContext, ToolError, record_audit
+from tools._schema import _strip_titles
+
+MAX_SUMMARY_CHARS = 200
+MAX_WIRE_NAME = 64
+"""Providers' limit on a tool's (wire) name: ``toolset_tool`` must fit."""
+MAX_ERROR_CHARS = 1_000
+MAX_SCHEMA_ERRORS = 8
+_SCHEMA_NOISE = ("$schema", "$id")
+CALL_GRACE_S = 1.0
+"""How much longer than its toolset's timeout the runner lets an MCP call run."""
+_log = structlog.get_logger("bosun.tools")
+
+Caller = Callable[[str, dict[str, Any]], Awaitable[CallToolResult]]
+"""Calls one MCP tool by its own name on the toolset's connection (``ToolError`` when
+the connection fails)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpToolStatus:
+    """One MCP tool as Bosun offers it: ``name`` is the Bosun name (``toolset.tool``)."""
+
+    name: str
+    mcp_name: str
+    category: str
+    summary: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mapped:
+    """A listing mapped: the tools Bosun offers, and the MCP names it could not use."""
+
+    tools: list[ToolDef]
+    statuses: list[McpToolStatus]
+    skipped: list[str]
+
+
+def bosun_action(mcp_name: str) -> str:
+    """The MCP name in lower snake case: ``searchTickets`` and ``search-tickets`` are
+    ``search_tickets`` (it may still not be a valid action: the caller checks)."""
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", mcp_name)
+    name = re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
+    return re.sub(r"[-. ]", "_", name).lower()
+
+
+def category_of(tool: Tool, record: McpToolsetRecord) -> Category:
+    """The owner's choice for this tool, else for the toolset, else the annotations:
+    ``destructiveHint`` is destructive, ``readOnlyHint`` read, anything else a write."""
+    chosen = record.tool_categories.get(tool.name) or record.default_category
+    if chosen in get_args(Category):
+        return cast(Category, chosen)
+    hints = tool.annotations
+    if hints is not None and hints.destructive_hint:
+        return "destructive"
+    if hints is not None and hints.read_only_hint:
+        return "read"
+    return "write"
+
+
+def summary_of(tool: Tool) -> str:
+    """The description's first line, else the title, else the name: one bounded line."""
+    title = tool.title or (tool.annotations.title if tool.annotations else None)
+    for text in (tool.description, title, tool.name):
+        line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+        if line:
+            return line if len(line) <= MAX_SUMMARY_CHARS else line[: MAX_SUMMARY_CHARS - 1] + "…"
+    return tool.name
+
+
+def map_tools(record: McpToolsetRecord, listed: Iterable[Tool], call: Caller) -> Mapped:
+    """Bosun tools for a toolset's listing, in its order. A tool whose name cannot be a
+    Bosun name, collides with an earlier one, or whose schema is not valid is skipped."""
+    tools: list[ToolDef] = []
+    statuses: list[McpToolStatus] = []
+    skipped: list[str] = []
+    for tool in listed:
+        name = f"{record.name}.{bosun_action(tool.name)}"
+        valid = NAME_PATTERN.match(name) and len(name) <= MAX_WIRE_NAME
+        if not valid or any(t.name == name for t in tools):
+            skipped.append(tool.name)
+            continue
+        try:
+            made = _tool_def(record, tool, name, call)
+        except (schema_errors.SchemaError, ValueError):
+            skipped.append(tool.name)
+            continue
+        tools.append(made)
+        statuses.append(
+            McpToolStatus(
+                name=name, mcp_name=tool.name, category=made.category, summary=made.summary
+            )
+        )
+    return Mapped(tools=tools, statuses=statuses, skipped=skipped)
+
+
+def _tool_def(record: McpToolsetRecord, tool: Tool, name: str, call: Caller) -> ToolDef:
+    schema = _model_schema(tool.input_schema)
+    category = category_of(tool, record)
+    audit = None if category == "read" else f"mcp.{name}"
+    return ToolDef(
+        name=name,
+        summary=summary_of(tool),
+        input_model=input_model(tool.input_schema),
+        category=category,
+        audit=audit,
+        schema=schema,
+        handler=_handler(record.name, tool.name, audit, call),
+        # A little over the toolset's own limit, so its call ends first as mcp_timeout.
+        timeout_s=record.timeout_s + CALL_GRACE_S,
+    )
+
+
+def _model_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema as the model sees it: without titles and meta keys (tokens it does
+    not need), and always an object."""
+    shown: dict[str, Any] = _strip_titles(schema)
+    for key in _SCHEMA_NOISE:
+        shown.pop(key, None)
+    if shown.get("type") != "object":
+        raise ValueError("an MCP tool's input schema must be an object")
+    shown.setdefault("properties", {})
+    return shown
+
+
+def input_model(schema: dict[str, Any]) -> type[BaseModel]:
+    """A pydantic model that admits exactly what ``schema`` does, so the runner's gate
+    refuses a bad call (``invalid_input``) before it is recorded or confirmed."""
+    checker_class = validators.validator_for(schema)
+    checker_class.check_schema(schema)
+    checker = checker_class(schema)
+
+    class McpArguments(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        @model_validator(mode="before")
+        @classmethod
+        def _matches_schema(cls, data: Any) -> Any:
+            try:
+                errors = sorted(checker.iter_errors(data), key=lambda e: list(e.absolute_path))
+            except schema_errors.SchemaError as exc:  # e.g. a $ref it cannot resolve
+                raise PydanticCustomError("mcp_schema", "its schema cannot be checked") from exc
+            if errors:
+                raise PydanticCustomError("mcp_schema", _describe(errors))
+            return data
+
+    return McpArguments
+
+
+def _describe(errors: list[schema_errors.ValidationError]) -> str:
+    """``path: problem`` per error, naming what the schema expects, never the value."""
+    parts = []
+    for error in errors[:MAX_SCHEMA_ERRORS]:
+        path = ".".join(map(str, error.absolute_path)) or "(input)"
+        if error.validator in ("required", "additionalProperties"):
+            problem = error.message  # names the property, from the schema or the call
+        else:
+            expected = json.dumps(error.validator_value, default=str)[:80]
+            problem = f"must satisfy {error.validator}={expected}"
+        parts.append(f"{path}: {problem}")
+    if len(errors) > MAX_SCHEMA_ERRORS:
+        parts.append(f"and {len(errors) - MAX_SCHEMA_ERRORS} more")
+    return "; ".join(parts)
+
+
+def _handler(
+    toolset: str, mcp_name: str, audit: str | None, call: Caller
+) -> Callable[[BaseModel, ToolContext], Awaitable[Any]]:
+    async def run(args: BaseModel, ctx: ToolContext) -> Any:
+        result = await call(mcp_name, args.model_dump(mode="json"))
+        if result.is_error:
+            raise ToolError(
+                "mcp_tool_error",
+                f"{toolset}.{mcp_name} failed: {_text_of(result)[:MAX_ERROR_CHARS]}",
+                hint="The MCP server reported this; fix the input or tell the user",
+            )
+        if audit is not None:  # a change on the server: audited like a built-in write
+            await _audit(ctx, audit, toolset, mcp_name)
+        return result_output(result)
+
+    return run
+
+
+async def _audit(ctx: ToolContext, label: str, toolset: str, mcp_name: str) -> None:
+    """Record the change's audit row. The change is already made on the server, so a
+    failure here is logged, not raised: a failed call could be run again and repeat it."""
+    try:
+        async with ctx.store.db.write() as conn:
+            detail = {"toolset": toolset, "tool": mcp_name}
+            await record_audit(conn, ctx, label, target=f"mcp:{toolset}", detail=detail)
+    except Exception as exc:
+        _log.error(
+            "mcp.audit_failed", tool=label, tool_use_id=ctx.tool_use_id,
+            exc_type=type(exc).__qualname__,
+        )  # fmt: skip
+
+
+def result_output(result: CallToolResult) -> Any:
+    """What the model gets: the structured content when the server gives it, else the
+    content blocks as JSON (binary data left out: a model cannot read base64)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    blocks = []
+    for block in result.content:
+        dumped = block.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if isinstance(dumped.get("data"), str):
+            dumped["data"] = f"<{len(dumped['data'])} characters of base64 left out>"
+        blocks.append(dumped)
+    return {"content": blocks}
+
+
+def _text_of(result: CallToolResult) -> str:
+    texts = [str(getattr(block, "text", "")) for block in result.content]
+    return " ".join(t for t in texts if t) or "no message"

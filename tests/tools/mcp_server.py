@@ -1,0 +1,158 @@
+"""A real MCP server for the tests, written with the ``mcp`` SDK's server API.
+
+Run as a script: over stdio (the default) or streamable HTTP (``--http PORT``, with
+``--require-header NAME=VALUE`` to refuse requests without that header). Its tickets and
+a record of every call live in a JSON file (``--state PATH`` or ``MCP_TEST_STATE``), so a
+test can check what ran, with which arguments and how often, and the ``pid`` to kill.
+
+Tools: ``search_tickets`` (read-only), ``create_ticket`` (no annotations: a write),
+``delete_ticket`` (destructive), ``always_fails`` (an ``isError`` result), ``slowEcho``
+(sleeps: timeouts and a server killed mid-call; camelCase on purpose), ``add_extras``
+(registers ``count_tickets`` and tells clients the list changed) and ``9lives`` (a name
+Bosun cannot use: skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+server = MCPServer("tickets")
+_state_path = Path(os.environ.get("MCP_TEST_STATE", "mcp_state.json"))
+
+
+def _load() -> dict[str, Any]:
+    if _state_path.exists():
+        loaded: dict[str, Any] = json.loads(_state_path.read_text())
+        return loaded
+    return {"tickets": {}, "calls": [], "next_id": 1}
+
+
+def _save(state: dict[str, Any]) -> None:
+    temp = _state_path.with_suffix(".tmp")
+    temp.write_text(json.dumps(state))
+    temp.replace(_state_path)
+
+
+def _record(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    state = _load()
+    state["calls"].append({"tool": tool, "args": args})
+    _save(state)
+    return state
+
+
+@server.tool(
+    description="Search tickets by words in their title.\nMatches are case-insensitive.",
+    annotations=ToolAnnotations(read_only_hint=True),
+)
+def search_tickets(query: str) -> dict[str, Any]:
+    state = _record("search_tickets", {"query": query})
+    found = [t for t in state["tickets"].values() if query.lower() in t["title"].lower()]
+    return {"tickets": found}
+
+
+@server.tool(description="Open a ticket.")
+def create_ticket(title: str, priority: int = 3) -> dict[str, Any]:
+    state = _record("create_ticket", {"title": title, "priority": priority})
+    ticket = {"id": f"T-{state['next_id']}", "title": title, "priority": priority}
+    state["tickets"][ticket["id"]] = ticket
+    state["next_id"] += 1
+    _save(state)
+    return ticket
+
+
+@server.tool(
+    description="Delete a ticket for good.",
+    annotations=ToolAnnotations(destructive_hint=True),
+)
+def delete_ticket(ticket_id: str) -> dict[str, Any]:
+    state = _record("delete_ticket", {"ticket_id": ticket_id})
+    if state["tickets"].pop(ticket_id, None) is None:
+        raise ToolError(f"No ticket {ticket_id}")
+    _save(state)
+    return {"deleted": ticket_id}
+
+
+@server.tool(description="Always fails.", annotations=ToolAnnotations(read_only_hint=True))
+def always_fails() -> str:
+    _record("always_fails", {})
+    raise ToolError("the ticket system is in maintenance")
+
+
+@server.tool(name="slowEcho", annotations=ToolAnnotations(read_only_hint=True))
+async def slow_echo(text: str, seconds: float = 5.0) -> str:
+    """Echo the text after a pause."""
+    _record("slowEcho", {"text": text, "seconds": seconds})
+    await asyncio.sleep(seconds)
+    return text
+
+
+@server.tool(name="9lives", description="A name that is not a Bosun name.")
+def nine_lives() -> str:
+    return "meow"
+
+
+def count_tickets() -> int:
+    """Count the open tickets."""
+    return len(_load()["tickets"])
+
+
+@server.tool(description="Add the extra tools.")
+async def add_extras(ctx: Context) -> str:
+    _record("add_extras", {})
+    if "count_tickets" not in {t.name for t in await server.list_tools()}:
+        server.add_tool(count_tickets, annotations=ToolAnnotations(read_only_hint=True))
+    await ctx.notify_tools_changed()  # 2026-07-28 clients: their subscriptions/listen stream
+    await ctx.session.send_tool_list_changed()  # earlier clients: a notification
+    return "added"
+
+
+def _guarded(app: Any, header: str, value: str) -> Any:
+    """``app`` refusing (401) any HTTP request without ``header: value``."""
+    wanted = (header.lower().encode(), value.encode())
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and wanted not in scope.get("headers", []):
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def main() -> None:
+    global _state_path
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP")
+    parser.add_argument("--state", default=None, help="the JSON state file")
+    parser.add_argument("--require-header", default=None, help="NAME=VALUE")
+    args = parser.parse_args()
+    if args.state:
+        _state_path = Path(args.state)
+    state = _load()
+    state["pid"] = os.getpid()
+    _save(state)
+    if args.http is None:
+        server.run("stdio")
+        return
+    import uvicorn
+
+    app = server.streamable_http_app()
+    if args.require_header:
+        name, _, value = args.require_header.partition("=")
+        app = _guarded(app, name, value)
+    uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
