@@ -7,8 +7,12 @@ database). Tests that need it skip only when no server answers *and* ``CI`` is u
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import socket
+import sqlite3
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -25,6 +29,7 @@ from store import Store
 from stream import TokenConfig, mint_token
 from turn import TurnModels
 
+SQLITE_PREFIX = "sqlite+aiosqlite:///"
 PG_ADMIN_URL = os.environ.get(
     "BOSUN_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/postgres"
 )
@@ -121,12 +126,44 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 async def migrate(url: str, *, demo: bool = True) -> None:
     """Migrate ``url`` to the newest schema, the demo's tables included unless ``demo`` is
-    off (the suite runs with the demo on, as ``bosun serve`` does by default)."""
+    off (the suite runs with the demo on, as ``bosun serve`` does by default).
+
+    A new SQLite file is a copy of one database this run migrated (per ``demo``): the
+    same schema and revisions as running the migrations on it, in about a millisecond
+    instead of a tenth of a second, which a thousand tests notice."""
+    path = Path(url.removeprefix(SQLITE_PREFIX)) if url.startswith(SQLITE_PREFIX) else None
+    if path is not None and not path.exists() and path.parent.is_dir():
+        template = await _migrated_sqlite(demo)
+        source, target = sqlite3.connect(template), sqlite3.connect(path)
+        try:
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+        return
     store = Store(url)
     try:
         await upgrade(store, demo=demo)
     finally:
         await store.close()
+
+
+_MIGRATED: dict[bool, Path] = {}
+
+
+async def _migrated_sqlite(demo: bool) -> Path:
+    """An SQLite database migrated to the newest schema, once per run and ``demo``."""
+    if demo not in _MIGRATED:
+        folder = Path(tempfile.mkdtemp(prefix="bosun-schema-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        path = folder / f"schema-demo-{demo}.db"
+        store = Store(f"{SQLITE_PREFIX}{path}")
+        try:
+            await upgrade(store, demo=demo)
+        finally:
+            await store.close()
+        _MIGRATED[demo] = path
+    return _MIGRATED[demo]
 
 
 @pytest.fixture

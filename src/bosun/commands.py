@@ -20,7 +20,7 @@ from bosun.log import configure_logging
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
 from providers import ModelSpecError
 from store import SecretsKeyError, Store
-from stream import TokenConfig, mint_token
+from tools import UserRole
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,13 +95,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if not args.no_migrate:
         asyncio.run(_migrate(settings.database_url, demo=settings.demo))
     if args.dev:
-        token = mint_token(
-            TokenConfig(settings.effective_secret(), settings.jwt_algorithm),
-            user=DEV_USER,
-            org=DEV_ORG,
-            role="owner",
-            ttl_s=settings.token_ttl_s,
-        )
+        token = _mint(settings, user=DEV_USER, org=DEV_ORG, role="owner")
         host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address
         print(
             f"Development token (user {DEV_USER}, org {DEV_ORG}, owner):\n{token}\n"
@@ -118,16 +112,28 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _mint(
+    settings: Settings, *, user: str, org: str, role: UserRole, ttl_s: int | None = None
+) -> str:
+    """A signed token. The HTTP stack (and the MCP SDK behind it) is imported here: only
+    ``serve`` and ``token`` need it, the other commands start without it."""
+    from stream import TokenConfig, mint_token
+
+    return mint_token(
+        TokenConfig(settings.effective_secret(), settings.jwt_algorithm),
+        user=user,
+        org=org,
+        role=role,
+        ttl_s=ttl_s or settings.token_ttl_s,
+    )
+
+
 def _token(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.secret_is_safe():
         print("note: signing with the development secret (set BOSUN_JWT_SECRET)", file=sys.stderr)
     try:
-        token = mint_token(
-            TokenConfig(settings.effective_secret(), settings.jwt_algorithm),
-            user=args.user,
-            org=args.org,
-            role=args.role,
-            ttl_s=args.ttl or settings.token_ttl_s,
+        token = _mint(
+            settings, user=args.user, org=args.org, role=args.role, ttl_s=args.ttl or None
         )
     except ValueError as exc:
         print(f"bosun token: {exc}", file=sys.stderr)

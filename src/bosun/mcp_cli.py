@@ -19,7 +19,6 @@ from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
 from store import InvalidToolsetError, McpToolsetRecord, SecretsKeyError, Store
-from tools import McpPool
 
 
 class _Refused(Exception):
@@ -91,6 +90,8 @@ async def _show(store: Store, args: argparse.Namespace, settings: Settings) -> s
     for key in ("id", "org_id"):
         shown.pop(key)
     if args.check:
+        from tools import McpPool  # the mcp SDK only when connecting (tools.__getattr__)
+
         pool = McpPool(
             store,
             allow_stdio=settings.mcp.allow_stdio,

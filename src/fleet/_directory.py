@@ -11,13 +11,16 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from context import PROFILE_SECTION, Budgets, TokenCounter
 from executors import StepShare
 from fleet._profile import DEFAULT_HANDLE, AgentPolicy, AgentProfile, ProfileError
 from store import AgentRecord, Store
-from tools import COMMUNICATION_TOOLS, McpPool, ToolDef, ToolRegistry, communication_tools
+from tools import COMMUNICATION_TOOLS, ToolDef, ToolRegistry, communication_tools
+
+if TYPE_CHECKING:
+    from tools import McpPool
 from turn import ModelResolver, TurnKit, TurnRoleModels, TurnSetup
 
 FORCED_TOOLS_TOKENS = 2_000

@@ -5,7 +5,8 @@ import them, and the fake server, from ``bosun.testing``; the protocol from ``bo
 ``model_from_spec`` builds a model from ``PROVIDER:MODEL`` strings.
 """
 
-from providers._anthropic import AnthropicModel
+from typing import TYPE_CHECKING, Any
+
 from providers._call import Called, call_model
 from providers._config import ProviderConfig
 from providers._model import (
@@ -31,6 +32,21 @@ from providers._model import (
 from providers._prices import PRICES, cost_usd_micros
 from providers._spec import model_from_spec, provider_of
 from providers._testing import FunctionModel, Reply, ScriptedModel, ScriptExhaustedError
+
+if TYPE_CHECKING:
+    from providers._anthropic import AnthropicModel
+
+
+def __getattr__(name: str) -> Any:
+    """``AnthropicModel`` on first use: the ``anthropic`` SDK takes about a second to
+    import, which a CLI command that calls no model (``bosun token``, ``mcp list``)
+    should not pay (``OpenAIModel`` is imported where it is built, likewise)."""
+    if name == "AnthropicModel":
+        from providers._anthropic import AnthropicModel
+
+        return AnthropicModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "PRICES",

@@ -23,7 +23,7 @@ from fleet import (
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import UUID_PATTERN, MessageText
-from tools import McpPool
+from tools import McpPool  # at run time: Litestar reads the fields of Services
 from turn import ModelResolver, TurnKit, TurnRunner
 
 

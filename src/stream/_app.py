@@ -50,7 +50,6 @@ from stream._bounds import check_bounds
 from stream._deliveries import DeliveryWorker
 from stream._errors import EXCEPTION_HANDLERS
 from stream._openapi import BodySchemaPlugin, document
-from tools import McpPool
 from turn import Keeper, ModelResolver, TurnKit, TurnModels, TurnRunner
 
 ROUTES = [
@@ -187,6 +186,8 @@ def _services(
     policy: AgentPolicy | None,
 ) -> Services:
     """What every route shares: the agents, the turn runner and the services around it."""
+    from tools import McpPool  # here, not at import: see tools.__getattr__
+
     mcp = McpPool(
         store, allow_stdio=config.mcp_allow_stdio, connect_timeout_s=config.mcp_connect_timeout_s
     )  # this worker's MCP connections

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from litestar import delete, get, put
 from litestar.params import FromPath, JSONBody, QueryParameter
@@ -40,7 +40,9 @@ from store._mcp_toolsets import (
 from stream._api import AgentToolsetOut, AuthedRequest, RequestBody, Services, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError
-from tools import McpStatus
+
+if TYPE_CHECKING:
+    from tools import McpStatus
 
 CategoryName = Literal["read", "write", "destructive"]
 HeaderName = Annotated[str, StringConstraints(pattern=HEADER_NAME_PATTERN)]

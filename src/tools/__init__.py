@@ -4,6 +4,8 @@ policies (validation, roles, capabilities, confirmation, timeouts, recorded exec
 undo), the tools of MCP servers (``McpPool``), and the demo toolset (``tools.demo``).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from tools._artifacts import (
     ArtifactType,
     artifact_type,
@@ -19,7 +21,6 @@ from tools._comms import (
     communication_tools,
 )
 from tools._executions import rejection
-from tools._mcp import McpPool, McpStatus
 from tools._mcp_tools import McpToolStatus
 from tools._notify_user import GET_ARTIFACT, NOTIFY_USER, artifact_json, artifact_tools
 from tools._registry import Inverse, ToolDef, ToolRegistry, UnknownToolError, UserRole
@@ -33,6 +34,20 @@ from tools._runner import (
     approval_notice,
 )
 from tools._runtime import ToolContext, ToolError, record_audit
+
+if TYPE_CHECKING:
+    from tools._mcp import McpPool, McpStatus
+
+
+def __getattr__(name: str) -> Any:
+    """``McpPool`` and ``McpStatus`` on first use: the ``mcp`` SDK takes about half a
+    second to import, which a CLI command that connects to no MCP server should not pay."""
+    if name in ("McpPool", "McpStatus"):
+        from tools import _mcp
+
+        return getattr(_mcp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ASK_USER_TOOL",

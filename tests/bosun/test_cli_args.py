@@ -77,3 +77,22 @@ def test_the_command_line_knows_every_command_and_user_role() -> None:
         "mcp",
     ]
     assert get_args(UserRole) == USER_ROLES
+
+
+def test_commands_load_a_provider_sdk_or_the_mcp_sdk_only_when_they_use_one() -> None:
+    # ``bosun agents``, ``mcp list``, ``prune`` and the like call no model, connect to no
+    # MCP server and serve nothing: the anthropic SDK (about 1 s to import), the mcp SDK
+    # (about 0.5 s) and the HTTP stack load on first use (building a model, ``serve``,
+    # ``token``, ``mcp show --check``).
+    probe = (
+        "import json, sys; import bosun.commands; before = set(sys.modules);"
+        " from providers import AnthropicModel; from tools import McpPool;"
+        " print(json.dumps({'commands': sorted(before), 'used': sorted(sys.modules)}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = json.loads(result.stdout)
+    commands = {m.partition(".")[0] for m in loaded["commands"]}
+    assert {"anthropic", "openai", "mcp", "litestar"} & commands == set()
+    assert {"anthropic", "mcp"} <= {m.partition(".")[0] for m in loaded["used"]}
