@@ -18,7 +18,7 @@ from typing import Any
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
-from store import InvalidToolsetError, McpToolsetRecord, SecretsKeyError, Store
+from store import InvalidToolsetError, McpToolsetRecord, McpToolsetSpec, SecretsKeyError, Store
 
 
 class _Refused(Exception):
@@ -66,9 +66,7 @@ async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> st
         raise _Refused("stdio MCP servers are turned off on this server (mcp.allow_stdio)")
     if (args.header and stdio) or (args.env and not stdio):
         raise _Refused("--header goes with --url, --env with --command")
-    record = await store.mcp_toolsets.put(
-        org_id=args.org,
-        name=args.name,
+    spec = McpToolsetSpec(
         transport="stdio" if stdio else "http",
         url=args.url,
         command=args.program,
@@ -79,6 +77,7 @@ async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> st
         timeout_s=args.timeout,
         enabled=not args.disabled,
     )
+    record = await store.mcp_toolsets.put(args.org, args.name, spec)
     return f"{record.name}: saved version {record.version}"
 
 

@@ -28,6 +28,7 @@ from store._mcp_toolsets import (
     InvalidToolsetError,
     McpToolsetRecord,
     McpToolsets,
+    McpToolsetSpec,
 )
 from store._models import Base, OrgRow, utcnow
 from store._notices import NOTICE_TYPES, NoticeRecord, Notices, NoticeType, notice_key
@@ -83,6 +84,7 @@ __all__ = [
     "IdempotencyClaim",
     "InvalidToolsetError",
     "McpToolsetRecord",
+    "McpToolsetSpec",
     "McpToolsets",
     "NoticeRecord",
     "NoticeType",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, cast
 
@@ -93,6 +93,22 @@ class McpToolsetRow(Base):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class McpToolsetSpec:
+    """What an owner configures for a toolset, as ``put`` takes it: the secrets (header
+    and env values) in clear, since ``put`` seals them."""
+
+    transport: str
+    url: str | None = None
+    command: list[str] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    default_category: str | None = None
+    tool_categories: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 30.0
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class McpToolsetRecord:
     id: str
     org_id: str
@@ -134,44 +150,37 @@ def _record(row: Any) -> McpToolsetRecord:
     return McpToolsetRecord(**row._asdict())
 
 
-def _check(
-    *,
-    name: str,
-    transport: str,
-    url: str | None,
-    command: list[str] | None,
-    headers: dict[str, str],
-    env: dict[str, str],
-    default_category: str | None,
-    tool_categories: dict[str, str],
-    timeout_s: float,
-) -> None:
+def _check(name: str, spec: McpToolsetSpec) -> None:
     """Refuse (``InvalidToolsetError``) a configuration no connection could use: every
     writer (the API, the CLI) goes through ``put``, so all are held to the same rules."""
+    url, command, headers, env = spec.url, spec.command, spec.headers, spec.env
     if not _NAME.fullmatch(name):
         raise InvalidToolsetError(
             f"toolset name {name!r:.60}: 1-40 of a-z, 0-9 and _, starting with a letter"
         )
-    if transport == "http":
+    if spec.transport == "http":
         _check_http(url, command, env)
         _check_headers(headers)
-    elif transport == "stdio":
+    elif spec.transport == "stdio":
         _check_stdio(url, command, headers)
         _check_env(env)
     else:
-        raise InvalidToolsetError(f"transport {transport!r:.20}: stdio or http")
-    if default_category is not None and default_category not in CATEGORIES:
-        raise InvalidToolsetError(f"category {default_category!r:.30}: read, write or destructive")
-    if len(tool_categories) > MAX_TOOL_CATEGORIES:
+        raise InvalidToolsetError(f"transport {spec.transport!r:.20}: stdio or http")
+    category = spec.default_category
+    if category is not None and category not in CATEGORIES:
+        raise InvalidToolsetError(f"category {category!r:.30}: read, write or destructive")
+    if len(spec.tool_categories) > MAX_TOOL_CATEGORIES:
         raise InvalidToolsetError(f"at most {MAX_TOOL_CATEGORIES} per-tool categories")
-    for tool, category in tool_categories.items():
+    for tool, category in spec.tool_categories.items():
         if not _TOOL.fullmatch(tool) or category not in CATEGORIES:
             raise InvalidToolsetError(
                 f"tool category {tool!r:.60}={category!r:.30}: an MCP tool name (1-128 "
                 "printable characters) and read, write or destructive"
             )
-    if not 0 < timeout_s <= MAX_TIMEOUT_S:
-        raise InvalidToolsetError(f"timeout {timeout_s}: more than 0, at most {MAX_TIMEOUT_S} s")
+    if not 0 < spec.timeout_s <= MAX_TIMEOUT_S:
+        raise InvalidToolsetError(
+            f"timeout {spec.timeout_s}: more than 0, at most {MAX_TIMEOUT_S} s"
+        )
 
 
 def _check_http(url: str | None, command: list[str] | None, env: dict[str, str]) -> None:
@@ -244,37 +253,20 @@ class McpToolsets:
     def _seal(self, values: dict[str, str]) -> str | None:
         return self._require_box().encrypt(json.dumps(values)) if values else None
 
-    async def put(
-        self,
-        *,
-        org_id: str,
-        name: str,
-        transport: str,
-        url: str | None = None,
-        command: list[str] | None = None,
-        headers: dict[str, str] | None = None,
-        env: dict[str, str] | None = None,
-        default_category: str | None = None,
-        tool_categories: dict[str, str] | None = None,
-        timeout_s: float = 30.0,
-        enabled: bool = True,
-    ) -> McpToolsetRecord:
+    async def put(self, org_id: str, name: str, spec: McpToolsetSpec) -> McpToolsetRecord:
         """Create the toolset, or replace it whole (its next ``version``): headers and env
         not given again are dropped. ``InvalidToolsetError`` for a bad configuration,
         ``SecretsKeyError`` for secrets without a server key."""
-        headers, env, tool_categories = headers or {}, env or {}, tool_categories or {}
-        _check(
-            name=name, transport=transport, url=url, command=command, headers=headers,
-            env=env, default_category=default_category, tool_categories=tool_categories,
-            timeout_s=timeout_s,
-        )  # fmt: skip
+        _check(name, spec)
+        headers, env = spec.headers, spec.env
         now = utcnow()
         values: dict[str, Any] = {
-            "transport": transport, "url": url, "command": command,
+            "transport": spec.transport, "url": spec.url, "command": spec.command,
             "header_names": sorted(headers), "headers_enc": self._seal(headers),
             "env_names": sorted(env), "env_enc": self._seal(env),
-            "default_category": default_category, "tool_categories": tool_categories,
-            "timeout_s": float(timeout_s), "enabled": enabled, "updated_at": now,
+            "default_category": spec.default_category,
+            "tool_categories": dict(spec.tool_categories),
+            "timeout_s": float(spec.timeout_s), "enabled": spec.enabled, "updated_at": now,
         }  # fmt: skip
         dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         new = {"id": f"mcp_{secrets.token_hex(16)}", "org_id": org_id, "name": name}

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from fleet import AgentProfile
-from store import InvalidToolsetError, McpToolsetRecord, SecretsKeyError
+from store import InvalidToolsetError, McpToolsetRecord, McpToolsetSpec, SecretsKeyError
 from store._mcp_toolsets import (
     ENV_NAME_PATTERN,
     HEADER_NAME_PATTERN,
@@ -277,7 +277,7 @@ async def put_toolset(
         raise ApiError(422, "stdio_disabled", message)
     try:
         record = await services.store.mcp_toolsets.put(
-            org_id=principal.org_id, name=toolset, **data.model_dump()
+            principal.org_id, toolset, McpToolsetSpec(**data.model_dump())
         )
     except InvalidToolsetError as exc:
         raise ApiError(422, "invalid_toolset", str(exc)) from None

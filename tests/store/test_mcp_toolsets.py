@@ -6,7 +6,7 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import text
 
-from store import InvalidToolsetError, McpToolsets, SecretsKeyError, Store
+from store import InvalidToolsetError, McpToolsets, McpToolsetSpec, SecretsKeyError, Store
 from store._org_keys import SecretBox
 
 TOKEN = "Bearer tok-very-secret-4242"
@@ -20,14 +20,16 @@ def toolsets(store: Store) -> McpToolsets:
 async def test_an_http_toolset_round_trips_with_its_secrets_encrypted(store: Store) -> None:
     repo = toolsets(store)
     saved = await repo.put(
-        org_id="acme",
-        name="tickets",
-        transport="http",
-        url="https://mcp.example.test/mcp",
-        headers={"Authorization": TOKEN, "X-Team": "blue"},
-        default_category="write",
-        tool_categories={"search-tickets": "read"},
-        timeout_s=12.5,
+        "acme",
+        "tickets",
+        McpToolsetSpec(
+            transport="http",
+            url="https://mcp.example.test/mcp",
+            headers={"Authorization": TOKEN, "X-Team": "blue"},
+            default_category="write",
+            tool_categories={"search-tickets": "read"},
+            timeout_s=12.5,
+        ),
     )
     assert saved.id.startswith("mcp_") and saved.version == 1 and saved.enabled
     assert saved.header_names == ["Authorization", "X-Team"] and saved.env_names == []
@@ -44,11 +46,13 @@ async def test_an_http_toolset_round_trips_with_its_secrets_encrypted(store: Sto
 async def test_a_stdio_toolset_keeps_its_command_and_env(store: Store) -> None:
     repo = toolsets(store)
     saved = await repo.put(
-        org_id="acme",
-        name="db",
-        transport="stdio",
-        command=["python", "-m", "db_server", "--read-only"],
-        env={"DB_PASSWORD": DB_PASSWORD},
+        "acme",
+        "db",
+        McpToolsetSpec(
+            transport="stdio",
+            command=["python", "-m", "db_server", "--read-only"],
+            env={"DB_PASSWORD": DB_PASSWORD},
+        ),
     )
     assert saved.command == ["python", "-m", "db_server", "--read-only"]
     assert saved.url is None and saved.default_category is None and saved.timeout_s == 30.0
@@ -61,28 +65,32 @@ async def test_a_stdio_toolset_keeps_its_command_and_env(store: Store) -> None:
 async def test_a_replace_bumps_the_version_and_drops_secrets_not_given(store: Store) -> None:
     repo = toolsets(store)
     first = await repo.put(
-        org_id="acme", name="tickets", transport="http", url="http://127.0.0.1:9/mcp",
-        headers={"Authorization": TOKEN},
-    )  # fmt: skip
+        "acme",
+        "tickets",
+        McpToolsetSpec(
+            transport="http", url="http://127.0.0.1:9/mcp", headers={"Authorization": TOKEN}
+        ),
+    )
     second = await repo.put(
-        org_id="acme", name="tickets", transport="http", url="http://127.0.0.1:9/v2",
-        enabled=False,
-    )  # fmt: skip
+        "acme",
+        "tickets",
+        McpToolsetSpec(transport="http", url="http://127.0.0.1:9/v2", enabled=False),
+    )
     assert (second.id, second.version, second.created_at) == (first.id, 2, first.created_at)
     assert second.updated_at >= first.updated_at
     assert (
         second.url == "http://127.0.0.1:9/v2" and not second.enabled and second.header_names == []
     )
     assert await repo.secrets(second) == ({}, {})
-    third = await repo.put(org_id="acme", name="tickets", transport="stdio", command=["srv"])
+    third = await repo.put("acme", "tickets", McpToolsetSpec(transport="stdio", command=["srv"]))
     assert third.version == 3 and third.transport == "stdio" and third.url is None
 
 
 async def test_orgs_are_apart_and_delete_removes_one(store: Store) -> None:
     repo = toolsets(store)
     for org in ("acme", "other"):
-        await repo.put(org_id=org, name="tickets", transport="stdio", command=["srv", org])
-    await repo.put(org_id="acme", name="calendar", transport="stdio", command=["cal"])
+        await repo.put(org, "tickets", McpToolsetSpec(transport="stdio", command=["srv", org]))
+    await repo.put("acme", "calendar", McpToolsetSpec(transport="stdio", command=["cal"]))
 
     assert [t.name for t in await repo.list_for_org("acme")] == ["calendar", "tickets"]
     other = await repo.get("other", "tickets")
@@ -99,15 +107,18 @@ async def test_secrets_need_the_server_key_but_plain_toolsets_do_not(store: Stor
     repo = McpToolsets(store.db, None)
     with pytest.raises(SecretsKeyError, match="BOSUN_SECRETS_KEY"):
         await repo.put(
-            org_id="acme", name="t", transport="http", url="http://127.0.0.1:9/",
-            headers={"Authorization": TOKEN},
-        )  # fmt: skip
+            "acme",
+            "t",
+            McpToolsetSpec(
+                transport="http", url="http://127.0.0.1:9/", headers={"Authorization": TOKEN}
+            ),
+        )
     assert await repo.get("acme", "t") is None
-    plain = await repo.put(org_id="acme", name="t", transport="http", url="http://127.0.0.1:9/")
+    plain = await repo.put("acme", "t", McpToolsetSpec(transport="http", url="http://127.0.0.1:9/"))
     assert await repo.secrets(plain) == ({}, {})
 
     sealed = await toolsets(store).put(
-        org_id="acme", name="s", transport="stdio", command=["x"], env={"K": "v"}
+        "acme", "s", McpToolsetSpec(transport="stdio", command=["x"], env={"K": "v"})
     )
     with pytest.raises(SecretsKeyError, match="rotated"):
         await toolsets(store).secrets(sealed)  # another server key
@@ -138,5 +149,6 @@ async def test_bad_configurations_are_refused(
     store: Store, fields: dict[str, object], match: str
 ) -> None:
     with pytest.raises(InvalidToolsetError, match=match):
-        await toolsets(store).put(org_id="acme", **{"name": "t", **fields})  # type: ignore[arg-type]
+        spec = McpToolsetSpec(**{k: v for k, v in fields.items() if k != "name"})  # type: ignore[arg-type]
+        await toolsets(store).put("acme", str(fields.get("name", "t")), spec)
     assert await store.mcp_toolsets.list_for_org("acme") == []

@@ -29,6 +29,7 @@ from conftest import Server, ServerFactory
 from helpers import Frame, stream_post, stream_turn, types
 from mcp_testing import SECRET_HEADER, HttpMcpServer, calls, kill_server, stdio_command, wait_for
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
+from store import McpToolsetSpec
 from store._models import AuditLogRow
 from turn import TurnModels
 
@@ -96,10 +97,12 @@ class Toolset:
 async def toolset(server: Server, transport: str, state: Path) -> AsyncIterator[Toolset]:
     """The org's ``tickets`` toolset (and an ungranted ``billing`` one) on the test server."""
     store = server.store.mcp_toolsets
-    await store.put(org_id="acme", name="billing", transport="stdio", command=stdio_command(state))
+    await store.put(
+        "acme", "billing", McpToolsetSpec(transport="stdio", command=stdio_command(state))
+    )
     if transport == "stdio":
         await store.put(
-            org_id="acme", name="tickets", transport="stdio", command=stdio_command(state)
+            "acme", "tickets", McpToolsetSpec(transport="stdio", command=stdio_command(state))
         )
         yield Toolset(transport, state)
         return
@@ -107,10 +110,10 @@ async def toolset(server: Server, transport: str, state: Path) -> AsyncIterator[
     assert made.secret is not None
     made.http = await HttpMcpServer(state, made.secret).start()
     try:
-        await store.put(
-            org_id="acme", name="tickets", transport="http", url=made.http.url,
-            headers={SECRET_HEADER: made.secret},
-        )  # fmt: skip
+        spec = McpToolsetSpec(
+            transport="http", url=made.http.url, headers={SECRET_HEADER: made.secret}
+        )
+        await store.put("acme", "tickets", spec)
         yield made
     finally:
         await made.http.kill()

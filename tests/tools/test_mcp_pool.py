@@ -28,7 +28,7 @@ from mcp_testing import (
     stdio_command,
     wait_for,
 )
-from store import McpToolsetRecord, Store
+from store import McpToolsetRecord, McpToolsetSpec, Store
 from store._models import AuditLogRow
 from tools import McpPool, ToolCallRequest, ToolContext, ToolRegistry, ToolRunner
 from tools._mcp_tools import bosun_action, category_of, summary_of
@@ -47,9 +47,15 @@ class Rig:
 
     async def stdio(self, name: str = "tickets", **fields: Any) -> McpToolsetRecord:
         return await self.store.mcp_toolsets.put(
-            org_id="acme", name=name, transport="stdio", command=stdio_command(self.state),
-            env={"TICKETS_TOKEN": "env-secret-value"}, **fields,
-        )  # fmt: skip
+            "acme",
+            name,
+            McpToolsetSpec(
+                transport="stdio",
+                command=stdio_command(self.state),
+                env={"TICKETS_TOKEN": "env-secret-value"},
+                **fields,
+            ),
+        )
 
     async def runner(self, *toolsets: str) -> ToolRunner:
         return ToolRunner(ToolRegistry(await self.pool.tools("acme", toolsets)), self.store)
@@ -161,9 +167,10 @@ async def test_a_server_killed_mid_call_is_a_typed_error_then_down_then_back(rig
 
 async def test_a_failing_server_is_retried_only_after_its_backoff(rig: Rig, tmp_path: Path) -> None:
     await rig.store.mcp_toolsets.put(
-        org_id="acme", name="broken", transport="stdio",
-        command=[str(tmp_path / "no-such-program")],
-    )  # fmt: skip
+        "acme",
+        "broken",
+        McpToolsetSpec(transport="stdio", command=[str(tmp_path / "no-such-program")]),
+    )
     assert await rig.pool.tools("acme", ["broken"]) == []
     [first] = await rig.pool.status("acme", ["broken"])
     assert await rig.pool.tools("acme", ["broken"]) == []  # within the backoff: not tried
@@ -182,13 +189,17 @@ async def test_an_http_toolset_sends_its_secret_header(rig: Rig, tmp_path: Path)
     async with HttpMcpServer(rig.state, secret) as server:
         with capture_logs() as logs:
             await rig.store.mcp_toolsets.put(
-                org_id="acme", name="remote", transport="http", url=server.url,
-                headers={SECRET_HEADER: secret},
-            )  # fmt: skip
+                "acme",
+                "remote",
+                McpToolsetSpec(transport="http", url=server.url, headers={SECRET_HEADER: secret}),
+            )
             await rig.store.mcp_toolsets.put(
-                org_id="acme", name="nokey", transport="http", url=server.url,
-                headers={SECRET_HEADER: secret + "-wrong"},
-            )  # fmt: skip
+                "acme",
+                "nokey",
+                McpToolsetSpec(
+                    transport="http", url=server.url, headers={SECRET_HEADER: secret + "-wrong"}
+                ),
+            )
             runner = await rig.runner("remote", "nokey")
             made = await rig.run(runner, "remote.create_ticket", {"title": "Over HTTP"})
             statuses = await rig.pool.status("acme")
@@ -282,9 +293,10 @@ async def test_an_http_server_killed_mid_call_then_restarted(rig: Rig) -> None:
     restarted = HttpMcpServer(rig.state, secret, port=server.port)
     try:
         await rig.store.mcp_toolsets.put(
-            org_id="acme", name="remote", transport="http", url=server.url,
-            headers={SECRET_HEADER: secret},
-        )  # fmt: skip
+            "acme",
+            "remote",
+            McpToolsetSpec(transport="http", url=server.url, headers={SECRET_HEADER: secret}),
+        )
         runner = await rig.runner("remote")
 
         async def kill_when_called() -> None:
