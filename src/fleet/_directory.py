@@ -189,8 +189,7 @@ class AgentDirectory:
         own = {t.router for t in self._kit.tools or ()} | {
             name.split(".", 1)[0] for name in COMMUNICATION_TOOLS
         }
-        named = dict.fromkeys(entry.split(".", 1)[0] for entry in profile.tools)
-        toolsets = [router for router in named if router not in own]
+        toolsets = [router for router in profile.routers() if router not in own]
         return await self._mcp.tools(org_id, toolsets) if toolsets else []
 
 

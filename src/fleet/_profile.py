@@ -185,6 +185,12 @@ class AgentProfile(BaseModel):
         description="The task of a run an inbound webhook starts (its payload is the context).",
     )
 
+    def routers(self) -> tuple[str, ...]:
+        """The routers its tool grants name (``x`` of ``x.*`` and ``x.y``), in order: of
+        the org's MCP toolsets, only these are ever connected to and offered."""
+        grants = self.tools or ()
+        return tuple(dict.fromkeys(entry.split(".", 1)[0] for entry in grants if "." in entry))
+
 
 class ProfileError(ValueError):
     """A profile the server's policy refuses: ``code`` is stable, ``message`` says why."""

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
 from store._models import Base, utcnow
-from store._org_keys import SecretBox, SecretsKeyError
+from store._org_keys import SecretBox, require_box
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a prefix, not a secret)
 """Standard Webhooks' prefix of a base64 secret."""
@@ -41,12 +41,10 @@ class AgentHooks:
         self._box = box
 
     def _require_box(self) -> SecretBox:
-        if self._box is None:
-            raise SecretsKeyError(
-                "Webhook secrets are stored encrypted: set BOSUN_SECRETS_KEY to give agents "
-                "webhooks"
-            )
-        return self._box
+        return require_box(
+            self._box,
+            "Webhook secrets are stored encrypted: set BOSUN_SECRETS_KEY to give agents webhooks",
+        )
 
     async def rotate(self, org_id: str, handle: str) -> str:
         """Make the agent a new secret (the old one stops working); returns it, once."""

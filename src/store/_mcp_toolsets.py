@@ -31,7 +31,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
 from store._models import Base, JSONData, utcnow
-from store._org_keys import SecretBox, SecretsKeyError
+from store._org_keys import SecretBox, require_box
 
 TOOLSET_NAME_PATTERN: Final = r"^[a-z][a-z0-9_]{0,39}$"
 """A toolset's name: the router its tools get (``name.tool``)."""
@@ -243,12 +243,11 @@ class McpToolsets:
         self._box = box
 
     def _require_box(self) -> SecretBox:
-        if self._box is None:
-            raise SecretsKeyError(
-                "MCP toolset headers and environment values are stored encrypted: set "
-                "BOSUN_SECRETS_KEY on the server to store them"
-            )
-        return self._box
+        return require_box(
+            self._box,
+            "MCP toolset headers and environment values are stored encrypted: set "
+            "BOSUN_SECRETS_KEY on the server to store them",
+        )
 
     def _seal(self, values: dict[str, str]) -> str | None:
         return self._require_box().encrypt(json.dumps(values)) if values else None

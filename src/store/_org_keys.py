@@ -53,6 +53,14 @@ class SecretBox:
             ) from exc
 
 
+def require_box(box: SecretBox | None, message: str) -> SecretBox:
+    """``box``, or ``SecretsKeyError(message)`` when the server has no ``BOSUN_SECRETS_KEY``:
+    each repository that stores secrets says in ``message`` what needs it."""
+    if box is None:
+        raise SecretsKeyError(message)
+    return box
+
+
 class OrgKeys:
     """Repository of org provider keys; needs a ``SecretBox`` to store or read one."""
 
@@ -65,11 +73,9 @@ class OrgKeys:
         return self._box is not None
 
     def _require_box(self) -> SecretBox:
-        if self._box is None:
-            raise SecretsKeyError(
-                "Org provider keys need BOSUN_SECRETS_KEY to be set on the server"
-            )
-        return self._box
+        return require_box(
+            self._box, "Org provider keys need BOSUN_SECRETS_KEY to be set on the server"
+        )
 
     async def put(self, *, org_id: str, provider: str, api_key: str) -> OrgKeyInfo:
         box = self._require_box()

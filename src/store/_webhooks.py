@@ -22,7 +22,7 @@ from store._db import Database
 from store._hooks import SECRET_PREFIX
 from store._models import utcnow
 from store._notices import NoticeRow
-from store._org_keys import SecretBox, SecretsKeyError
+from store._org_keys import SecretBox, require_box
 from store._webhook_rows import AttemptRow, DeliveryRow, WebhookRow, new_id
 
 
@@ -112,11 +112,9 @@ class Webhooks:
         self._box = box
 
     def _require_box(self) -> SecretBox:
-        if self._box is None:
-            raise SecretsKeyError(
-                "Webhook secrets are stored encrypted: set BOSUN_SECRETS_KEY to add webhooks"
-            )
-        return self._box
+        return require_box(
+            self._box, "Webhook secrets are stored encrypted: set BOSUN_SECRETS_KEY to add webhooks"
+        )
 
     async def create(
         self, org_id: str, *, url: str, event_types: list[str], secret: str | None, by: str

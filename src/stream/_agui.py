@@ -53,7 +53,6 @@ from litestar import Response, post
 from litestar.params import JSONBody
 from litestar.response import Stream
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
-from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
 from executors import PendingCall
@@ -67,6 +66,11 @@ from stream._resolve import ConfirmIn, PickIn, _not_waiting, answer_call
 from stream._routes import IdempotencyKey
 from stream._sse import KEEPALIVE, SSE_HEADERS
 from stream._threads import (
+    MAX_BODY_BYTES,
+    MAX_MESSAGES,
+    MAX_PARTS,
+    NO_NUL,
+    TEXT_PART,
     kept_text,
     running_turn,
     start_thread_turn,
@@ -74,21 +78,8 @@ from stream._threads import (
     turn_events,
 )
 
-MAX_BODY_BYTES = 1024 * 1024
-"""The client posts the whole thread each run (Bosun reads only its newest message)."""
-MAX_MESSAGES = 2_000
-MAX_PARTS = 500
 MAX_RESUME = 100
 MAX_ID = 200
-_NO_NUL = r"^[^\x00]*$"
-_TEXT_PART: JsonDict = {
-    "type": "object",
-    "required": ["type", "text"],
-    "properties": {
-        "type": {"const": "text"},
-        "text": {"type": "string", "pattern": MESSAGE_PATTERN},
-    },
-}
 CONFIRM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
@@ -109,7 +100,7 @@ class AgUiPart(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     type: str = Field(min_length=1, max_length=64)
-    text: str | None = Field(default=None, pattern=_NO_NUL)
+    text: str | None = Field(default=None, pattern=NO_NUL)
 
 
 class AgUiToolCall(BaseModel):
@@ -131,7 +122,7 @@ class AgUiMessage(BaseModel):
                     "content": {
                         "anyOf": [
                             {"type": "string", "pattern": MESSAGE_PATTERN},
-                            {"type": "array", "contains": _TEXT_PART},
+                            {"type": "array", "contains": TEXT_PART},
                         ]
                     }
                 },

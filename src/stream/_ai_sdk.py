@@ -31,19 +31,23 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
 from fleet import HANDLE_PATTERN
 from store import StoredEvent
 from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
-from stream._bounds import BLANKS, MESSAGE_PATTERN, THREAD_ID_PATTERN, int_query
+from stream._bounds import BLANKS, THREAD_ID_PATTERN, int_query
 from stream._errors import ApiError
 from stream._questions import is_pending, waiting_turn
 from stream._resolve import ConfirmIn, PickIn, answer_call
 from stream._routes import IdempotencyKey
 from stream._sse import KEEPALIVE, SSE_HEADERS
 from stream._threads import (
+    MAX_BODY_BYTES,
+    MAX_MESSAGES,
+    MAX_PARTS,
+    NO_NUL,
+    TEXT_PART,
     bad_request,
     kept_text,
     running_turn,
@@ -55,21 +59,8 @@ from stream._threads import (
 PICK_TOOL = "choose_entity"
 """The client-side tool a pick is asked with; its output ``{"id"}`` is the answer."""
 AI_SDK_HEADERS = {**SSE_HEADERS, "x-vercel-ai-ui-message-stream": "v1"}
-MAX_BODY_BYTES = 1024 * 1024
-"""The client posts the whole history each time (Bosun reads only its last message)."""
-MAX_MESSAGES = 2_000
-MAX_PARTS = 500
 DONE_FRAME = b"data: [DONE]\n\n"
 STREAM_DESCRIPTION = "UI message stream: `data: {part}` frames, then `data: [DONE]`"
-_NO_NUL = r"^[^\x00]*$"
-_USER_TEXT: JsonDict = {
-    "type": "object",
-    "required": ["type", "text"],
-    "properties": {
-        "type": {"const": "text"},
-        "text": {"type": "string", "pattern": MESSAGE_PATTERN},
-    },
-}
 _FINISH_REASONS = {"completed": "stop", "suspended": "tool-calls", "failed": "error"}
 
 Part = dict[str, Any]
@@ -90,7 +81,7 @@ class UIPart(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     type: str = Field(min_length=1, max_length=200)
-    text: str | None = Field(default=None, pattern=_NO_NUL)
+    text: str | None = Field(default=None, pattern=NO_NUL)
     toolCallId: str | None = Field(default=None, max_length=200)
     state: str | None = Field(default=None, max_length=64)
     approval: ToolApproval | None = None
@@ -104,7 +95,7 @@ class UIMessage(BaseModel):
         extra="allow",
         json_schema_extra={
             "if": {"properties": {"role": {"const": "user"}}},
-            "then": {"properties": {"parts": {"contains": _USER_TEXT}}},
+            "then": {"properties": {"parts": {"contains": TEXT_PART}}},
         },
     )
 

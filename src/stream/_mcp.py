@@ -297,17 +297,11 @@ async def delete_toolset(
     services.mcp.forget(principal.org_id, toolset)
 
 
-def routers(profile: AgentProfile) -> set[str]:
-    """The routers a profile's tool grants name (``x`` of ``x.*`` and ``x.y``): of an MCP
-    toolset, only those are ever offered to the agent."""
-    return {entry.split(".", 1)[0] for entry in profile.tools or () if "." in entry}
-
-
 async def agent_toolsets(
     services: Services, org_id: str, profile: AgentProfile
 ) -> list[AgentToolsetOut]:
     """The org's MCP toolsets an agent's profile names, with their connection state."""
-    named = routers(profile)
+    named = profile.routers()
     if not named:
         return []
     records = await services.store.mcp_toolsets.list_for_org(org_id)

@@ -20,6 +20,7 @@ from context import abandoned
 from store import SessionRecord, StoredEvent, TurnRecord
 from stream._api import AuthedRequest, ChatRequest, Services
 from stream._auth import Principal
+from stream._bounds import MESSAGE_PATTERN
 from stream._bounds import THREAD_ID_PATTERN as THREAD_ID_PATTERN  # re-exported
 from stream._errors import ApiError
 from stream._routes import session_for, start_turn
@@ -27,6 +28,21 @@ from stream._sse import follow
 from turn import TurnHandle
 
 _THREADS = uuid.UUID("5b1e0c1a-3f4e-4a4b-9a43-b05d1c0a7e11")  # the namespace of uuid5 ids
+MAX_BODY_BYTES = 1024 * 1024
+"""A protocol's client posts the whole thread each time (Bosun reads only its newest
+message), so its bodies may be larger than Bosun's own."""
+MAX_MESSAGES = 2_000
+MAX_PARTS = 500
+NO_NUL = r"^[^\x00]*$"
+TEXT_PART: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "text"],
+    "properties": {
+        "type": {"const": "text"},
+        "text": {"type": "string", "pattern": MESSAGE_PATTERN},
+    },
+}
+"""A text part whose text is a message Bosun accepts (the newest user message has one)."""
 
 
 def thread_session_id(principal: Principal, thread_id: str) -> str:
