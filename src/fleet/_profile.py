@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from fleet._schedule import valid_cron
+from fleet._schedule import schedule_problem
 from store import ApprovalMode
 from tools import COMMUNICATION_TOOLS, Capabilities, ToolRegistry
 
@@ -227,10 +228,8 @@ class AgentPolicy:
                     "tool_blocked", f"{entry} is blocked on this server: no agent may use it"
                 )
         cron = profile.schedule.cron if profile.schedule is not None else None
-        if cron is not None and (len(cron.split()) != 5 or not valid_cron(cron)):
-            raise ProfileError(
-                "invalid_schedule", f"{cron!r} is not a cron expression of five fields (UTC)"
-            )
+        if cron is not None and (problem := schedule_problem(cron, datetime.now(UTC))):
+            raise ProfileError("invalid_schedule", problem)
         for name in profile.user_data:
             if name not in self.user_data:
                 offered = ", ".join(sorted(self.user_data)) or "none"

@@ -24,7 +24,7 @@ import structlog
 
 from fleet._directory import AgentDirectory
 from fleet._schedule import GRACE_S, due_tick
-from store import RunRecord, Store
+from store import AgentRecord, RunRecord, Store
 from tools import UserRole
 from turn import ModelResolver, TurnRunner, new_session
 
@@ -88,6 +88,7 @@ class RunDispatcher:
         self.poll_s = poll_s
         self._mine: set[str] = set()  # turn ids of runs this worker started
         self._skipped: set[tuple[str, str, datetime]] = set()  # ticks over a rate limit
+        self._failing: set[tuple[str, str, int, str]] = set()  # schedules logged as failing
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -137,18 +138,27 @@ class RunDispatcher:
 
     async def _loop(self) -> None:
         while True:
-            try:
-                await self.fire_schedules()
-                await self.dispatch()
-            except Exception as exc:  # a database hiccup must not stop the dispatcher
-                _log.error("runs.dispatch_failed", error_type=type(exc).__name__, exc_info=exc)
+            await self.poll()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
             self._wake.clear()
 
+    async def poll(self) -> None:
+        """One round: fire the due ticks, then start queued runs. Each half is on its own:
+        a failure (a database hiccup, a bug) is logged and the loop goes on, and schedules
+        that fail never keep queued runs from starting."""
+        for step, name in ((self.fire_schedules, "schedules"), (self.dispatch, "dispatch")):
+            try:
+                await step()
+            except Exception as exc:
+                _log.error(
+                    "runs.poll_failed", step=name, error_type=type(exc).__name__, exc_info=exc
+                )
+
     async def fire_schedules(self, now: datetime | None = None) -> list[str]:
         """Queue a run for every schedule tick due now; the ids of the runs this call
-        queued. The tick is the run's idempotency key, so every worker may try: one wins."""
+        queued. The tick is the run's idempotency key, so every worker may try: one wins.
+        Each agent's tick is on its own: one that fails is logged and skipped."""
         now = now or datetime.now(UTC)
         self._skipped = {s for s in self._skipped if now - s[2] <= timedelta(seconds=GRACE_S)}
         fired = []
@@ -156,29 +166,52 @@ class RunDispatcher:
             schedule = record.profile.get("schedule")
             if not schedule or record.profile.get("paused") or record.paused_at is not None:
                 continue
-            tick = due_tick(str(schedule["cron"]), now)
-            if tick is None or (record.org_id, record.handle, tick) in self._skipped:
-                continue
-            request = RunRequest(
-                org_id=record.org_id, user_id=f"schedule:{record.handle}", role="staff",
-                agent=record.handle, task=str(schedule["task"]), context=schedule.get("context"),
-                idempotency_key=f"schedule:{tick.isoformat()}", trigger="schedule",
-            )  # fmt: skip
             try:
-                run, new = await self.submit(request)
-            except AgentRateLimitedError:  # skipped, and said once, not on every poll
-                self._skipped.add((record.org_id, record.handle, tick))
-                _log.warning(
-                    "schedule.skipped", agent=record.handle, org_id=record.org_id,
-                    tick=tick.isoformat(), reason="agent_rate_limited",
-                )  # fmt: skip
+                run_id = await self._fire(record, schedule, now)
+            except Exception as exc:  # a stored schedule no date matches, a hiccup
+                self._broken(record, exc)
                 continue
-            if new:
-                fired.append(run.id)
-                _log.info(
-                    "schedule.fired", agent=record.handle, run_id=run.id, tick=tick.isoformat()
-                )
+            if run_id is not None:
+                fired.append(run_id)
         return fired
+
+    async def _fire(
+        self, record: AgentRecord, schedule: dict[str, Any], now: datetime
+    ) -> str | None:
+        """Queue the run of ``record``'s tick due at ``now``; its id if this call did."""
+        tick = due_tick(str(schedule["cron"]), now)
+        if tick is None or (record.org_id, record.handle, tick) in self._skipped:
+            return None
+        request = RunRequest(
+            org_id=record.org_id, user_id=f"schedule:{record.handle}", role="staff",
+            agent=record.handle, task=str(schedule["task"]), context=schedule.get("context"),
+            idempotency_key=f"schedule:{tick.isoformat()}", trigger="schedule",
+        )  # fmt: skip
+        try:
+            run, new = await self.submit(request)
+        except AgentRateLimitedError:  # skipped, and said once, not on every poll
+            self._skipped.add((record.org_id, record.handle, tick))
+            _log.warning(
+                "schedule.skipped", agent=record.handle, org_id=record.org_id,
+                tick=tick.isoformat(), reason="agent_rate_limited",
+            )  # fmt: skip
+            return None
+        if not new:
+            return None
+        _log.info("schedule.fired", agent=record.handle, run_id=run.id, tick=tick.isoformat())
+        return run.id
+
+    def _broken(self, record: AgentRecord, exc: Exception) -> None:
+        """Log a schedule that failed: once per agent version and kind of failure, not on
+        every poll (it is tried again on each)."""
+        key = (record.org_id, record.handle, record.version, type(exc).__name__)
+        if key in self._failing:
+            return
+        self._failing.add(key)
+        _log.error(
+            "schedule.failed", agent=record.handle, org_id=record.org_id,
+            version=record.version, error_type=type(exc).__name__, exc_info=exc,
+        )  # fmt: skip
 
     async def dispatch(self) -> list[str]:
         """Claim and start what this worker has room for; the ids of the runs started."""

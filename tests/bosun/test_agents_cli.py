@@ -91,3 +91,17 @@ def test_the_example_agents_apply(tmp_path: Path) -> None:
         "coach: saved version 1",
         "morning-report: saved version 1",
     ]
+
+
+def test_apply_refuses_a_schedule_no_date_matches(tmp_path: Path) -> None:
+    db, profiles = tmp_path / "cron.db", tmp_path / "agents.yaml"
+    profiles.write_text(
+        PROFILES + "- handle: leap\n  name: Leap\n"
+        '  schedule: {cron: "0 0 30 2 *", task: "Report"}\n'
+    )
+    refused = bosun("agents", "apply", str(profiles), db=db)
+    listed = bosun("agents", "list", db=db)
+
+    assert refused.returncode == 2 and "invalid_schedule" in refused.stderr
+    assert "never fires within a year" in refused.stderr
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["default"]
