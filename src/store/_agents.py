@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, func, insert, select, update
+from sqlalchemy import Integer, String, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
+from store._hooks import AgentHookRow
 from store._models import Base, JSONData, utcnow
 
 
@@ -157,6 +158,8 @@ class Agents:
                 if row is not None and row.deleted_at is None
                 else (None, None)
             )
+            if row is None or row.deleted_at is not None:  # a new agent: no old webhook
+                await _drop_hook(conn, org_id, handle)
             if row is None:
                 await conn.execute(
                     insert(AgentRow).values(
@@ -183,7 +186,9 @@ class Agents:
         )  # fmt: skip
 
     async def delete(self, org_id: str, handle: str) -> bool:
-        """Delete ``handle`` (its versions stay readable); whether there was one."""
+        """Delete ``handle`` (its versions stay readable) and its inbound webhook, so a
+        handle created again does not take the old secret's deliveries; whether there
+        was one."""
         async with self._db.write() as conn:
             result = await conn.execute(
                 update(AgentRow)
@@ -195,7 +200,18 @@ class Agents:
                 .values(deleted_at=utcnow())
                 .returning(AgentRow.handle)
             )
-            return result.first() is not None
+            deleted = result.first() is not None
+            if deleted:
+                await _drop_hook(conn, org_id, handle)
+            return deleted
+
+
+async def _drop_hook(conn: AsyncConnection, org_id: str, handle: str) -> None:
+    """Remove the agent's webhook secret. Creating a handle drops one too: a row left by
+    a deletion from before deletions dropped them must not come back to life."""
+    await conn.execute(
+        delete(AgentHookRow).where(AgentHookRow.org_id == org_id, AgentHookRow.handle == handle)
+    )
 
 
 async def _next_version(conn: AsyncConnection, org_id: str, handle: str) -> int:

@@ -22,7 +22,7 @@ from fleet import (
 )
 from store import Store
 from stream._auth import Principal, TokenConfig
-from stream._bounds import UUID_PATTERN, MessageText
+from stream._bounds import MAX_CONTEXT_KEYS, UUID_PATTERN, MessageText
 from tools import McpPool  # at run time: Litestar reads the fields of Services
 from turn import ModelResolver, TurnKit, TurnRunner
 
@@ -259,7 +259,9 @@ class HookOut(BaseModel):
 class RunIn(RequestBody):
     task: MessageText = Field(description="What the agent is to do.")
     context: dict[str, Any] | None = Field(
-        default=None, max_length=64, description="Data for the task (shown to the agent as JSON)."
+        default=None,
+        max_length=MAX_CONTEXT_KEYS,
+        description="Data for the task (shown to the agent as JSON).",
     )
     idempotency_key: str | None = Field(
         default=None,

@@ -10,6 +10,7 @@ states the same bounds (``_openapi``).
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from itertools import accumulate
@@ -31,6 +32,8 @@ LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 """The first and last instants a query may name: years 1 to 9999 in UTC."""
 MAX_JSON_DEPTH = 32
 """How deep a JSON body may nest arrays and objects (the body itself is level 1)."""
+MAX_CONTEXT_KEYS = 64
+"""Keys of a run's ``context`` at its top level, whoever triggers the run."""
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 TOOL_USE_ID_PATTERN = r"^[!-~]{1,64}$"
 """Provider tool use ids: printable ASCII without spaces, at most the column's 64."""
@@ -162,6 +165,30 @@ def check_json_body(body: bytes) -> None:
             "flatten it"
         )
         raise ApiError(400, "invalid_request", message)
+
+
+def run_context(body: bytes) -> dict[str, Any]:
+    """The context of a run an inbound webhook's ``body`` starts (an object as it is,
+    anything else as ``{"event": ...}``), held to the bounds of ``POST
+    /v1/agents/{handle}/runs``: the same nesting and keys as a context there, or 400."""
+    check_json_body(body)
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        raise ApiError(400, "invalid_request", "Request body is not JSON; send JSON") from None
+    context = payload if isinstance(payload, dict) else {"event": payload}
+    # In a run's body the context is level 2; a wrapped payload is one level down again.
+    depth = MAX_JSON_DEPTH - (1 if context is payload else 2)
+    if nests_deeper_than(body, depth):
+        message = (
+            f"A run's context nests arrays and objects at most {MAX_JSON_DEPTH - 1} levels "
+            "deep (a payload that is not an object is one level of its own); flatten it"
+        )
+        raise ApiError(400, "invalid_request", message)
+    if len(context) > MAX_CONTEXT_KEYS:
+        message = f"A run's context has at most {MAX_CONTEXT_KEYS} keys, not {len(context)}"
+        raise ApiError(400, "invalid_request", message)
+    return context
 
 
 async def check_bounds(request: Request[Any, Any, Any]) -> None:

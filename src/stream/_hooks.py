@@ -21,6 +21,7 @@ from fleet import AgentNotFoundError, AgentPausedError, AgentRateLimitedError, R
 from store import SecretsKeyError
 from stream._agents import agent_or_404, require_manager
 from stream._api import AuthedRequest, HookOut, RunOut, ServicesDep
+from stream._bounds import run_context
 from stream._errors import ApiError
 from stream._runs import limited, run_out
 
@@ -60,16 +61,17 @@ async def receive_hook(
     try:
         if secret is None:
             raise ValueError("no webhook")
-        payload = Webhook(secret).verify(body, dict(request.headers))
+        Webhook(secret).verify(body, dict(request.headers), json_parse=False)
     except Exception:  # a missing, malformed, stale or wrong signature: all the same 401
         raise ApiError(401, "unauthorized", _REFUSED) from None
+    context = run_context(body)  # signed, but held to the run API's bounds all the same
     try:
         agent = await services.agents.get(org, handle)
         run, _ = await services.runs.submit(
             RunRequest(
                 org_id=org, user_id=f"webhook:{handle}", role="staff", agent=agent.handle,
                 task=agent.profile.webhook_task,
-                context={"event": payload} if not isinstance(payload, dict) else payload,
+                context=context,
                 idempotency_key=f"webhook:{request.headers['webhook-id'][:180]}",
                 trigger="webhook",
             )
