@@ -9,7 +9,9 @@ Suspended calls (``suspend`` mode) are answered through the turn's own path (the
 layer's); the desk only expires them, closing their turn.
 
 Every worker sweeps: pending approvals past their deadline expire; approved calls that no
-worker claimed (the one that took the answer died) run.
+worker claimed (the one that took the answer died) run; approved calls whose worker died
+while running them become ``interrupted`` (whether the write happened is unknown, so they
+are shown to a person, never run again).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ from tools import (
 
 UNCLAIMED_S = 30.0
 """An approved call still unclaimed after this long lost its worker: the sweep runs it."""
+INTERRUPTED_S = 900.0
+"""An approved call claimed this long ago with no outcome lost its worker mid-run (no
+call runs longer: an MCP toolset's timeout is at most 600 s): the sweep marks it
+``interrupted``, for a person to check, and never runs it again."""
 _log = structlog.get_logger("bosun.approvals")
 
 
@@ -62,10 +68,18 @@ class ApprovalExpiredError(Exception):
 class ApprovalDesk:
     """Answers, runs and expires an org's deferred calls; sweeps on every worker."""
 
-    def __init__(self, store: Store, agents: AgentDirectory, *, poll_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        agents: AgentDirectory,
+        *,
+        poll_s: float = 1.0,
+        interrupted_s: float = INTERRUPTED_S,
+    ) -> None:
         self._store = store
         self._agents = agents
         self.poll_s = poll_s
+        self.interrupted_s = interrupted_s
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
 
@@ -180,11 +194,15 @@ class ApprovalDesk:
         await self._store.notices.publish(approval.org_id, "approval_resolved", notice)
 
     async def sweep(self) -> None:
-        """Expire what is due; run approved calls whose worker died before claiming them."""
+        """Expire what is due; run approved calls whose worker died before claiming them;
+        mark ``interrupted`` those whose worker died while running them."""
         for approval in await self._store.approvals.due():
             await self._expire(approval)
         for approval in await self._store.approvals.unrun(older_than_s=UNCLAIMED_S):
             await self.execute(approval)
+        for approval in await self._store.approvals.interrupt(older_than_s=self.interrupted_s):
+            _log.warning("approval.interrupted", approval_id=approval.id, tool=approval.tool)
+            await self._ended(approval, None)
 
     def _spawn(self, work: Any) -> None:
         task: asyncio.Task[None] = asyncio.create_task(work, name="bosun-approval")

@@ -7,7 +7,9 @@ the turn went on with "queued for approval"; an approval runs the recorded input
 background, once (``claim`` is a conditional update), and its outcome lands on the row.
 
 Every decision is one conditional update on a ``pending`` row, so of two answers (or an
-answer and the expiry sweep) exactly one wins, on any number of workers.
+answer and the expiry sweep) exactly one wins, on any number of workers. An approved
+deferred call claimed long ago with no outcome lost its worker mid-run: ``interrupt``
+marks it ``interrupted`` for a person to look at (it is never run again).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from store._models import Base, JSONData, SessionRow, utcnow
 from store._runs import RunRow
 
 ApprovalMode = Literal["suspend", "defer"]
-ApprovalStatus = Literal["pending", "approved", "rejected", "expired", "superseded"]
+ApprovalStatus = Literal["pending", "approved", "rejected", "expired", "superseded", "interrupted"]
 Decision = Literal["approved", "rejected"]
 DEFAULT_AGENT = "default"
 
@@ -280,11 +282,46 @@ class Approvals:
             )
             return won.first() is not None
 
+    async def interrupt(self, *, older_than_s: float, limit: int = 100) -> list[ApprovalRecord]:
+        """Mark ``interrupted`` the approved deferred actions claimed more than
+        ``older_than_s`` ago that have no outcome: their worker died (or hung) mid-run.
+        One conditional update per row, so on any number of workers each is marked once;
+        the approvals this call marked."""
+        since = utcnow() - timedelta(seconds=older_than_s)
+        stale = (
+            select(ApprovalRow.id)
+            .where(
+                ApprovalRow.mode == "defer",
+                ApprovalRow.status == "approved",
+                ApprovalRow.claimed_at < since,
+                ApprovalRow.finished_at.is_(None),
+            )
+            .limit(limit)
+        )
+        async with self._db.write() as conn:
+            ids = list((await conn.execute(stale)).scalars())
+            if not ids:
+                return []
+            won = await conn.execute(
+                update(ApprovalRow)
+                .where(
+                    ApprovalRow.id.in_(ids),
+                    ApprovalRow.status == "approved",
+                    ApprovalRow.finished_at.is_(None),
+                )
+                .values(status="interrupted")
+                .returning(ApprovalRow.id)
+            )
+            marked = list(won.scalars())
+            rows = await conn.execute(_records().where(ApprovalRow.id.in_(marked)))
+            return [_record(row) for row in rows]
+
     async def finish(self, approval_id: str, outcome: dict[str, Any]) -> None:
-        """Record how an approved action ran."""
+        """Record how an approved action ran (one marked ``interrupted`` that finished
+        after all is ``approved`` again: its outcome is known)."""
         async with self._db.write() as conn:
             await conn.execute(
                 update(ApprovalRow)
                 .where(ApprovalRow.id == approval_id)
-                .values(outcome=outcome, finished_at=utcnow())
+                .values(outcome=outcome, finished_at=utcnow(), status="approved")
             )

@@ -326,3 +326,39 @@ async def test_prune_keeps_a_session_whose_call_waits_in_the_inbox(
 
     assert waiting.sessions == 0 and waiting.kept_waiting == 1 and kept is not None
     assert answered.sessions == 1 and answered.approvals == 1 and gone is None
+
+
+async def test_an_approved_call_whose_worker_died_mid_run_shows_as_interrupted(
+    make_server: ServerFactory,
+) -> None:
+    async with make_server(models()) as server:
+        await setup(server)
+        run = await run_to_end(server)
+        [approval] = (await inbox(server, status="pending"))["approvals"]
+        store, desk = server.store, server.app.state["services"].approvals
+        # A worker took the answer and claimed the call, then died before any outcome.
+        assert await store.approvals.decide(approval["id"], "approved", by="bob", reason=None)
+        assert await store.approvals.claim(approval["id"])
+        before = await inbox(server)
+        desk.interrupted_s = 0.05  # claimed longer ago than any call runs
+        await asyncio.sleep(0.1)
+        await asyncio.gather(desk.sweep(), desk.sweep())  # two sweeps (workers) at once
+        await desk.sweep()  # and later ones: it is never run again
+        shown = await inbox(server, status="interrupted")
+        late = await answer(server, approval["id"], "approve")
+        left = await workouts(store)
+        ended = await notices(store, "approval_resolved")
+        await store.approvals.finish(approval["id"], {"ok": True})  # it ended after all
+        finished = await inbox(server)
+
+    assert run["status"] == "completed", run
+    assert before["approvals"][0]["status"] == "approved"
+    [interrupted] = shown["approvals"]
+    assert (interrupted["id"], interrupted["status"]) == (approval["id"], "interrupted")
+    assert interrupted["outcome"] is None and interrupted["resolved_by"] == "bob"
+    assert shown["counts"] == {"interrupted": 1}
+    assert late.status_code == 409 and late.json()["error"]["code"] == "already_answered"
+    assert left == 1  # not run again
+    assert [(n["approval_id"], n["status"]) for n in ended] == [(approval["id"], "interrupted")]
+    assert finished["approvals"][0]["status"] == "approved"
+    assert finished["approvals"][0]["outcome"] == {"ok": True}

@@ -194,3 +194,27 @@ async def test_members_see_no_approvals(page: Page, bosun: Bosun) -> None:
     await expect(page.locator("#identity")).to_contain_text("mo · dev-org (member)")
     await expect(page.locator("#approvals-toggle")).to_be_hidden()
     await expect(page.get_by_role("button", name="Agents")).to_be_visible()
+
+
+async def test_an_interrupted_call_shows_as_such(page: Page, bosun: Bosun) -> None:
+    with bosun.api() as client:
+        approved = [a for a in approvals(client)["approvals"] if a["status"] == "approved"]
+    approval_id = approved[0]["id"]
+    # What the sweep leaves of a call whose worker died mid-run (the state, written here).
+    bosun.query(
+        "UPDATE approvals SET status = 'interrupted', outcome = NULL, finished_at = NULL "
+        "WHERE id = ?",
+        approval_id,
+    )
+    await page.goto(bosun.page_url())
+    await page.get_by_role("button", name="Approvals").click()
+    await expect(page.locator("#approval-counts")).to_contain_text("1 interrupted")
+    await page.locator("#approvals-filter").select_option("interrupted")
+    item = page.locator(f"li.approval[data-approval-id={approval_id}]")
+    await expect(item).to_have_attribute("data-status", "interrupted")
+    await expect(item.locator(".badge")).to_have_text("interrupted")
+    await expect(item.locator(".approval-decision")).to_contain_text(
+        "interrupted: its worker stopped while running it"
+    )
+    await expect(item.locator(".approval-outcome")).to_have_text("")
+    await expect(page.locator("li.approval")).to_have_count(1)

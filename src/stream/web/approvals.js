@@ -14,6 +14,7 @@ const STATUS_TEXT = {
   rejected: "rejected",
   expired: "expired",
   superseded: "superseded",
+  interrupted: "interrupted",
 };
 const MODE_TEXT = {
   suspend: "Suspended chat: its turn waits for this answer",
@@ -62,6 +63,11 @@ function decisionText(approval) {
       return "Expired: nobody answered in time, so it never ran";
     case "superseded":
       return "Superseded: the conversation moved on, so it never ran";
+    case "interrupted":
+      return (
+        `Approved${by}${at}${reason}; interrupted: its worker stopped while running it, ` +
+        "so whether it took effect is unknown (check the audit log); it will not run again"
+      );
     default:
       return "";
   }
@@ -89,7 +95,7 @@ export class ApprovalsView {
     this.onCount = onCount;
     this.openSession = openSession;
     this.openRun = openRun;
-    this.filter = "pending"; // or "all"
+    this.filter = "pending"; // or "interrupted", "all"
     this.next = null; // the next page's `after`
     this.timer = null;
     this.shown = 0; // bumped on every render, so late pages for an old one are dropped
@@ -131,6 +137,7 @@ export class ApprovalsView {
       "select",
       { id: "approvals-filter" },
       h("option", { value: "pending", textContent: "Pending" }),
+      h("option", { value: "interrupted", textContent: "Interrupted" }),
       h("option", { value: "all", textContent: "All" }),
     );
     filter.value = this.filter;
@@ -160,7 +167,7 @@ export class ApprovalsView {
 
   async loadPage(shown, list, counts) {
     const params = new URLSearchParams({ limit: "50" });
-    if (this.filter === "pending") params.set("status", "pending");
+    if (this.filter !== "all") params.set("status", this.filter);
     if (this.next) params.set("after", this.next);
     const { data, error } = await this.api("GET", `/v1/approvals?${params}`);
     if (shown !== this.shown) return;
@@ -181,7 +188,10 @@ export class ApprovalsView {
     ];
     list.append(...ordered.map((approval) => this.item(approval)));
     if (!list.children.length) {
-      const none = this.filter === "pending" ? "Nothing waits for approval." : "No approvals.";
+      const none = {
+        pending: "Nothing waits for approval.",
+        interrupted: "No approved call was cut off while it ran.",
+      }[this.filter] ?? "No approvals.";
       list.append(h("li.approval-none", { textContent: none }));
     }
     this.next = data.next_after;
