@@ -225,7 +225,15 @@ class RunDispatcher:
         running = await self._store.runs.running_counts()
         started = []
         for run in fair_order(queued, running, per_agent=self.per_agent)[:room]:
-            if await self.claim_and_start(run) is not None:
+            try:
+                turn_id = await self.claim_and_start(run)
+            except Exception as exc:  # this run's agent or kit: the others still start
+                _log.error(
+                    "run.start_failed", run_id=run.id, agent=run.agent, org_id=run.org_id,
+                    error_type=type(exc).__name__, exc_info=exc,
+                )  # fmt: skip
+                continue
+            if turn_id is not None:
                 started.append(run.id)
         return started
 

@@ -100,3 +100,31 @@ async def test_the_dispatcher_loop_survives_a_failing_round(
 
     assert status != "queued"
     assert failures["dispatch"] == 1 and failures["schedules"] >= 2
+
+
+async def test_a_run_that_fails_to_start_does_not_hold_back_the_others(
+    make_server: ServerFactory,
+) -> None:
+    async with make_server(quick()) as server:
+        runs: RunDispatcher = server.app.state["services"].runs
+        await runs.stop()  # this test dispatches by hand
+        for org in ("aaa", "acme"):  # fair order: org aaa's run comes first
+            owner = server.auth(role="owner", org=org)
+            await server.client.post(
+                "/v1/agents", json={"handle": "coach", "name": "C"}, headers=owner
+            )
+            await server.client.post("/v1/agents/coach/runs", json={"task": "t"}, headers=owner)
+        launch = runs._launch
+
+        async def broken_for_aaa(run: Any, turn_id: str) -> None:
+            if run.org_id == "aaa":
+                raise RuntimeError("injected")
+            await launch(run, turn_id)
+
+        runs._launch = broken_for_aaa  # type: ignore[method-assign]
+        started = await runs.dispatch()
+        acme = await server.store.runs.history("acme", "coach", limit=1)
+        for run_id in started:
+            await until_started(server, run_id)
+
+    assert started == [acme[0].id]
