@@ -167,13 +167,18 @@ def check_json_body(body: bytes) -> None:
         raise ApiError(400, "invalid_request", message)
 
 
+def _not_json(constant: str) -> Any:
+    """Python reads ``NaN`` and ``Infinity``; JSON (and PostgreSQL's jsonb) does not."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def run_context(body: bytes) -> dict[str, Any]:
     """The context of a run an inbound webhook's ``body`` starts (an object as it is,
     anything else as ``{"event": ...}``), held to the bounds of ``POST
     /v1/agents/{handle}/runs``: the same nesting and keys as a context there, or 400."""
     check_json_body(body)
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=_not_json)
     except ValueError:
         raise ApiError(400, "invalid_request", "Request body is not JSON; send JSON") from None
     context = payload if isinstance(payload, dict) else {"event": payload}

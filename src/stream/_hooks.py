@@ -4,8 +4,9 @@ Signatures follow Standard Webhooks (the ``standardwebhooks`` package): the send
 ``webhook-id.webhook-timestamp.body`` with the agent's secret (HMAC-SHA256) and sends the
 three ``webhook-*`` headers; a delivery more than 5 minutes off is refused, and a
 redelivered ``webhook-id`` returns the run it started the first time. Anything that does
-not verify is 401 and starts nothing. The route takes no bearer token: the signature is
-the credential. Owners and staff make (and remake) an agent's secret with
+not verify is 401 and starts nothing; a verified payload is then held to the bounds of a
+run API's context (``run_context``: size, nesting, keys). The route takes no bearer
+token: the signature is the credential. Owners and staff make (and remake) an agent's secret with
 ``POST /v1/agents/{handle}/webhook``; it is shown once.
 """
 

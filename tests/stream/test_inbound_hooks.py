@@ -79,6 +79,8 @@ async def test_a_signed_payload_has_the_run_apis_bounds(make_server: ServerFacto
         hook = [await deliver(p) for p in (deepest_ok, too_deep, nested(31), many_keys, huge)]
         api = [await through_api(c) for c in (deepest_ok, too_deep, many_keys, huge)]
         fine = await deliver(nested(30))  # wrapped as {"event": [...]}: 31 levels
+        text, headers = signed(secret, {"x": float("nan")})  # Python's json writes NaN
+        not_json = await server.client.post(path, content=text, headers=headers)
         runs = await runs_of(server, "inbox")
 
     too_deep_code = (400, "invalid_request")
@@ -91,4 +93,6 @@ async def test_a_signed_payload_has_the_run_apis_bounds(make_server: ServerFacto
         (413, "payload_too_large"),
     ]
     assert fine == (202, "")
+    assert not_json.status_code == 400, not_json.text
+    assert not_json.json()["error"]["code"] == "invalid_request"
     assert sorted(r["trigger"] for r in runs) == ["api", "webhook", "webhook"]
