@@ -19,8 +19,10 @@ from croniter import CroniterError, croniter
 
 GRACE_S = 120.0
 """How late a tick may still fire."""
-HORIZON = timedelta(days=366)
-"""A saved schedule must fire within this long: none that never fires, or hardly ever."""
+HORIZON = timedelta(days=8 * 366)
+"""A saved schedule must fire within this long: none that never fires. Eight years, not
+one, so that a leap-day schedule (``0 0 29 2 *``) is accepted in every year, 2100's gap
+included, rather than refused three years in four."""
 _FIELDS = 5
 
 
@@ -36,8 +38,8 @@ def schedule_problem(expression: str, now: datetime) -> str | None:
         tick = None
     if tick is None or tick - now > HORIZON:
         return (
-            f"{expression!r} never fires within a year of now (no calendar date matches it, "
-            "or hardly ever): pick days that exist, e.g. '0 0 28 2 *' rather than '0 0 30 2 *'"
+            f"{expression!r} never fires (no calendar date matches it "
+            "within eight years): pick days that exist, e.g. '0 0 28 2 *' rather than '0 0 30 2 *'"
         )
     return None
 
