@@ -20,8 +20,9 @@ PUBLIC_IP = "93.184.215.14"
 
 class FakeDns:
     """``socket.getaddrinfo`` answering for the names in ``answers`` (each call takes the
-    next address of its list, the last one repeating; an empty list: no such name); any
-    other host as before (the suite's network guard)."""
+    next answer of its list, the last one repeating; an answer is addresses joined by
+    commas; an empty list: no such name); any other host as before (the suite's network
+    guard)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.answers: dict[str, list[str]] = {}
@@ -36,12 +37,16 @@ class FakeDns:
             queue = self.answers[name]
             if not queue:
                 raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-            address = queue.pop(0) if len(queue) > 1 else queue[0]
-            family = socket.AF_INET6 if ":" in address else socket.AF_INET
-            sockaddr = (address, int(port or 0), 0, 0) if ":" in address else (address, port)
-            return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", sockaddr)]
+            answer = queue.pop(0) if len(queue) > 1 else queue[0]
+            return [_info(address, int(port or 0)) for address in answer.split(",")]
 
         monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def _info(address: str, port: int) -> tuple[Any, ...]:
+    if ":" in address:
+        return (socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port, 0, 0))
+    return (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))
 
 
 @dataclass

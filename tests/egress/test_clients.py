@@ -86,12 +86,24 @@ async def test_a_name_with_one_internal_address_among_public_ones_is_refused(
     client: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dns = FakeDns(monkeypatch)
-    dns.answers["split.test"] = ["10.9.8.7"]
+    dns.answers["split.test"] = [f"{PUBLIC_IP},10.9.8.7"]
     with pytest.raises(EgressRefused, match="private"):
         await check_url("https://split.test/hook", SHUT)
     async with CLIENTS[client](SHUT, timeout=5) as http:
         with pytest.raises(EgressRefused, match="private"):
             await http.get("https://split.test/hook")
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_the_next_checked_address_is_tried_when_one_does_not_answer(
+    client: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dns = FakeDns(monkeypatch)
+    dns.answers["twice.test"] = ["127.0.0.2,127.0.0.1"]  # nothing listens on 127.0.0.2
+    with listener() as rx:
+        async with CLIENTS[client](DEV, timeout=5) as http:
+            answered = await http.get(f"http://twice.test:{rx.port}/hook")
+    assert answered.status_code == 200 and rx.got == ["GET /hook"]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
