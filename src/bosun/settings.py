@@ -142,7 +142,7 @@ class McpSettings(BaseModel):
 
 class EgressSettings(BaseModel):
     """Where requests made on a tenant's behalf (outbound webhooks, HTTP MCP servers) may
-    go: public addresses only, unless opened here (docs/operations.md)."""
+    go: public addresses only, unless opened here (docs/notifications.md#internal-addresses)."""
 
     allow_private: bool = Field(
         default=False,

@@ -59,11 +59,8 @@ async def check_url(
     For a URL being saved: a name that does not resolve now (or not within
     ``timeout_s``) passes, since every connection is checked again when it is made. No
     connection is opened, so no port is probed."""
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme)
-    except ValueError:
-        host = port = None
+    parts = urlsplit(url)
+    host, port = parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme)  # may raise
     if not host or port is None or parts.scheme not in DEFAULT_PORTS:
         raise ValueError(f"not an http(s) URL with a host: {url!r}")
     if policy.allow_private:
