@@ -37,6 +37,10 @@ JWT_SECRET = "test-secret-" + "x" * 40
 
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "localhost", "0.0.0.0", ""})  # noqa: S104
+OPEN_EGRESS = {"allow_private": True}
+"""``egress`` settings for test servers: their receivers and MCP servers listen on
+127.0.0.1, which the egress guard refuses (tests/egress and the refusal tests pass
+their own)."""
 
 
 class NetworkBlockedError(ConnectionRefusedError):
@@ -240,7 +244,11 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
     """Build a served app over the parametrised database with the given models."""
 
     def factory(
-        models: TurnModels | None = None, *, secrets_key: str | None = None, **limits: float
+        models: TurnModels | None = None,
+        *,
+        secrets_key: str | None = None,
+        egress: dict[str, bool] | None = None,
+        **limits: float,
     ) -> Server:
         # Tests start many turns quickly as one user: rate limits are off unless asked for.
         limits = {"requests_per_minute": 0, "tokens_per_minute": 0, **limits}
@@ -249,6 +257,7 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
             jwt_secret=JWT_SECRET,
             secrets_key=secrets_key,  # type: ignore[arg-type]
             limits=limits,  # type: ignore[arg-type]
+            egress=egress if egress is not None else OPEN_EGRESS,  # type: ignore[arg-type]
         )
         return Server(settings, models or TurnModels())
 

@@ -83,8 +83,20 @@ def test_the_real_tree_keeps_every_contract() -> None:
             {"Tools drive no loops", "Imports point down the layers"},
             "tools._loop -> executors",
         ),
+        (
+            "egress/_records.py",
+            "from store import Store\n",
+            {"Imports point down the layers"},
+            "egress._records -> store",
+        ),
     ],
-    ids=["store-imports-turn", "context-imports-litestar", "providers-import-store", "tools-loop"],
+    ids=[
+        "store-imports-turn",
+        "context-imports-litestar",
+        "providers-import-store",
+        "tools-loop",
+        "egress-imports-store",
+    ],
 )
 def test_a_module_importing_the_wrong_way_breaks_its_contract(
     tmp_path: Path, module: str, source: str, contracts: set[str], named: str

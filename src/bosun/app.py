@@ -36,6 +36,7 @@ def stream_config(settings: Settings) -> StreamConfig:
         webhook_deliveries=settings.webhooks.deliver,
         mcp_allow_stdio=settings.mcp.allow_stdio,
         mcp_connect_timeout_s=settings.mcp.connect_timeout_s,
+        egress=settings.egress.policy(),
     )
 
 

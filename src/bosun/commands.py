@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import sys
 
+import structlog
 from pydantic import ValidationError
 
 from bosun import agents_cli, budget_report, chat_cli, mcp_cli, plan_cli, prune_cli
@@ -21,6 +22,8 @@ from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
 from providers import ModelSpecError
 from store import SecretsKeyError, Store
 from tools import UserRole
+
+_log = structlog.get_logger("bosun.egress")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +90,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.secret_is_safe() and not args.dev:
         print(UNSAFE_SECRET_HELP, file=sys.stderr)
         return 2
+    _open_egress(settings, dev=args.dev)
     try:
         app = build_app(settings, seed_orgs=[DEV_ORG] if args.dev else [])
     except (ModelSpecError, SecretsKeyError) as exc:
@@ -110,6 +114,21 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         timeout_graceful_shutdown=10,
     )
     return 0
+
+
+def _open_egress(settings: Settings, *, dev: bool) -> None:
+    """``--dev`` lets webhooks and MCP servers reach this machine (a local receiver), and
+    no other internal address; say so, and say when the operator opened them all."""
+    egress = settings.egress
+    if egress.allow_private:
+        _log.warning("egress.open", allow_private=True)
+        print("note: egress.allow_private is on: webhooks and MCP servers may reach "
+              "any internal address", file=sys.stderr)  # fmt: skip
+    elif dev:
+        egress.allow_loopback = True
+        _log.info("egress.dev_loopback", allow_loopback=True)
+        print("note: --dev: webhooks and MCP servers may reach this machine's loopback "
+              "addresses (other private addresses stay refused)", file=sys.stderr)  # fmt: skip
 
 
 def _mint(

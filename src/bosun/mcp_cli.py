@@ -95,6 +95,7 @@ async def _show(store: Store, args: argparse.Namespace, settings: Settings) -> s
             store,
             allow_stdio=settings.mcp.allow_stdio,
             connect_timeout_s=settings.mcp.connect_timeout_s,
+            egress=settings.egress.policy(),
         )
         try:
             shown["status"] = asdict(await pool.refresh(args.org, args.name))

@@ -19,6 +19,7 @@ from pydantic_settings import (
 )
 
 from context import Budgets
+from egress import EgressPolicy
 from events import ModelRole
 
 DEV_JWT_SECRET = "bosun-dev-secret-do-not-use-in-production"  # noqa: S105 (a known, refused value)
@@ -139,6 +140,24 @@ class McpSettings(BaseModel):
     )
 
 
+class EgressSettings(BaseModel):
+    """Where requests made on a tenant's behalf (outbound webhooks, HTTP MCP servers) may
+    go: public addresses only, unless opened here (docs/notifications.md#internal-addresses)."""
+
+    allow_private: bool = Field(
+        default=False,
+        description="Allow every address: loopback, private, link-local (cloud metadata), "
+        "CGNAT. Only where every org is trusted with this server's network.",
+    )
+    allow_loopback: bool = Field(
+        default=False,
+        description="Allow this machine's loopback addresses only (on with serve --dev).",
+    )
+
+    def policy(self) -> EgressPolicy:
+        return EgressPolicy(allow_private=self.allow_private, allow_loopback=self.allow_loopback)
+
+
 class ExecutorSettings(BaseModel):
     """Bounds of each executor's tool loop, and the agent profile's capabilities."""
 
@@ -214,6 +233,7 @@ class Settings(BaseSettings):
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    egress: EgressSettings = Field(default_factory=EgressSettings)
     turn_budget: TurnBudgetSettings = Field(default_factory=TurnBudgetSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"

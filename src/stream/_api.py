@@ -12,6 +12,7 @@ from litestar import Request
 from litestar.di import NamedDependency
 from pydantic import BaseModel, ConfigDict, Field
 
+from egress import PUBLIC_ONLY, EgressPolicy
 from fleet import (
     HANDLE_PATTERN,
     AgentDirectory,
@@ -56,6 +57,8 @@ class StreamConfig:
     """Whether orgs may add stdio MCP toolsets (commands run with this server's rights)."""
     mcp_connect_timeout_s: float = 10.0
     """Connecting to an MCP server and listing its tools."""
+    egress: EgressPolicy = PUBLIC_ONLY
+    """Which addresses webhooks and MCP servers may reach (public ones only by default)."""
 
 
 class SessionLocks:

@@ -188,9 +188,12 @@ def _services(
     """What every route shares: the agents, the turn runner and the services around it."""
     from tools import McpPool  # here, not at import: see tools.__getattr__
 
-    mcp = McpPool(
-        store, allow_stdio=config.mcp_allow_stdio, connect_timeout_s=config.mcp_connect_timeout_s
-    )  # this worker's MCP connections
+    mcp = McpPool(  # this worker's MCP connections
+        store,
+        allow_stdio=config.mcp_allow_stdio,
+        connect_timeout_s=config.mcp_connect_timeout_s,
+        egress=config.egress,
+    )
     resolver = ModelResolver(models, store.org_keys)
     directory = AgentDirectory(
         store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit),
@@ -222,7 +225,10 @@ class _Workers:
             store, services.runner, services.models, pending_ttl_s=config.pending_ttl_s
         )
         self._deliveries = DeliveryWorker(
-            store, retry_s=config.webhook_retry_s, timeout_s=config.webhook_timeout_s
+            store,
+            retry_s=config.webhook_retry_s,
+            timeout_s=config.webhook_timeout_s,
+            egress=config.egress,
         )
 
     async def start(self) -> None:

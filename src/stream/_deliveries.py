@@ -6,7 +6,9 @@ Standard Webhooks headers (``webhook-id`` is the delivery's id, the same on ever
 records the attempt, and schedules the next one after ``retry_s[n - 1]`` seconds or
 marks the delivery failed once the schedule is spent. Publishing a notice only inserts
 rows and wakes this loop; no turn ever waits on a receiver. Neither URLs, secrets nor
-payloads are logged: only ids, status codes and error classes.
+payloads are logged: only ids, status codes and error classes. Every connection goes
+through the egress guard (``egress.httpx_client``): a receiver at an internal address is
+refused before anything is sent, and its attempt records only the class of the address.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import httpx
 import structlog
 from standardwebhooks.webhooks import Webhook
 
+from egress import PUBLIC_ONLY, EgressPolicy, EgressRefused, httpx_client
 from store import DELIVERIES_KEY, AttemptResult, DueDelivery, SecretsKeyError, Store
 
 POLL_S = 1.0
@@ -57,8 +60,16 @@ def signed_headers(secret: str, delivery_id: str, body: str) -> dict[str, str]:
 class DeliveryWorker:
     """Sends this process's share of the due webhook deliveries until stopped."""
 
-    def __init__(self, store: Store, *, retry_s: Sequence[float], timeout_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        retry_s: Sequence[float],
+        timeout_s: float,
+        egress: EgressPolicy = PUBLIC_ONLY,
+    ) -> None:
         self._store = store
+        self._egress = egress
         self._retry_s = tuple(retry_s)
         self._timeout_s = timeout_s
         self._poll_s = min(POLL_S, *(max(d, 0.05) for d in self._retry_s)) if retry_s else POLL_S
@@ -67,7 +78,7 @@ class DeliveryWorker:
 
     def start(self) -> None:
         if self._task is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout_s, follow_redirects=False)
+            self._client = httpx_client(self._egress, timeout=self._timeout_s)
             self._task = asyncio.create_task(self._loop(), name="webhook-deliveries")
 
     async def stop(self) -> None:
@@ -131,9 +142,10 @@ class DeliveryWorker:
             response = await self._client.post(
                 due.url, content=body.encode(), headers=signed_headers(secret, due.id, body)
             )
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, EgressRefused) as exc:
             elapsed = int((time.monotonic() - started) * 1000)
-            return AttemptResult(status_code=None, error=type(exc).__name__, duration_ms=elapsed)
+            error = str(exc) if isinstance(exc, EgressRefused) else type(exc).__name__
+            return AttemptResult(status_code=None, error=error, duration_ms=elapsed)
         elapsed = int((time.monotonic() - started) * 1000)
         return AttemptResult(status_code=response.status_code, error=None, duration_ms=elapsed)
 

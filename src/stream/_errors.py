@@ -21,6 +21,7 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap
 
+from egress import EgressPolicy, EgressRefused, check_url
 from providers import ModelError, ProviderErrorCode
 
 ErrorCode = Literal[
@@ -59,6 +60,7 @@ ErrorCode = Literal[
     "invalid_toolset",
     "stdio_disabled",
     "secrets_unavailable",
+    "egress_refused",
     "internal",
 ]
 _log = structlog.get_logger("bosun.http")
@@ -89,6 +91,22 @@ def provider_error(exc: ModelError) -> ApiError:
     wait = exc.retry_after_s
     headers = {} if wait is None else {"Retry-After": str(max(1, math.ceil(wait)))}
     return ApiError(status, exc.code, exc.message, headers=headers)
+
+
+async def check_egress(url: str, policy: EgressPolicy) -> None:
+    """422 ``egress_refused`` for a URL Bosun may not send to (a webhook's, an MCP
+    server's): its host is, or resolves to, an internal address. Nothing is connected.
+    A malformed URL passes: the route's own check of it says what is wrong."""
+    try:
+        await check_url(url, policy)
+    except ValueError:
+        return
+    except EgressRefused as exc:
+        message = (
+            f"{exc.message[0].upper()}{exc.message[1:]}: Bosun makes no requests to "
+            "internal addresses; use a public URL"
+        )
+        raise ApiError(422, "egress_refused", message) from None
 
 
 def trace_id_of(request: Request[Any, Any, Any]) -> str:

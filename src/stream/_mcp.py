@@ -39,7 +39,7 @@ from store._mcp_toolsets import (
 )
 from stream._api import AgentToolsetOut, AuthedRequest, RequestBody, Services, ServicesDep
 from stream._auth import Principal
-from stream._errors import ApiError
+from stream._errors import ApiError, check_egress
 
 if TYPE_CHECKING:
     from tools import McpStatus
@@ -275,6 +275,8 @@ async def put_toolset(
     if data.transport == "stdio" and not services.config.mcp_allow_stdio:
         message = "This server runs no stdio MCP servers (mcp.allow_stdio is off): use http"
         raise ApiError(422, "stdio_disabled", message)
+    if data.url is not None:
+        await check_egress(data.url, services.config.egress)
     try:
         record = await services.store.mcp_toolsets.put(
             principal.org_id, toolset, McpToolsetSpec(**data.model_dump())

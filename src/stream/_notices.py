@@ -30,7 +30,7 @@ from stream._agents import require_manager as agents_require_manager
 from stream._api import AuthedRequest, RequestBody, ServicesDep
 from stream._auth import Principal
 from stream._bounds import event_cursor, int_query
-from stream._errors import ApiError
+from stream._errors import ApiError, check_egress
 from stream._sse import KEEPALIVE, SSE_HEADERS
 
 MAX_URL_CHARS = 2000
@@ -207,6 +207,7 @@ async def create_webhook(
     principal = request.user
     require_manager(principal)
     url, secret = _checked_url(data.url), _checked_secret(data.secret)
+    await check_egress(url, services.config.egress)
     try:
         hook, secret = await services.store.webhooks.create(
             principal.org_id,

@@ -41,6 +41,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from egress import PUBLIC_ONLY, EgressPolicy, EgressRefused, httpx2_client
 from store import McpToolsetRecord, SecretsKeyError, Store, utcnow
 from tools._mcp_tools import Mapped, McpToolStatus, map_tools
 from tools._registry import ToolDef
@@ -225,8 +226,10 @@ class McpPool:
         allow_stdio: bool = True,
         connect_timeout_s: float = 10.0,
         backoff_s: tuple[float, float] = BACKOFF_S,
+        egress: EgressPolicy = PUBLIC_ONLY,
     ) -> None:
         self._store = store
+        self._egress = egress
         self._allow_stdio = allow_stdio
         self._connect_timeout_s = connect_timeout_s
         self._backoff_s = backoff_s
@@ -312,7 +315,7 @@ class McpPool:
             return
         redact = _redactor([*headers.values(), *env.values()])
         link = _Link(
-            _target(record, headers, env),
+            _target(record, headers, env, self._egress),
             on_tools=lambda tools: self._listed(entry, link, tools),
             on_lost=lambda reason: self._lost(entry, link, reason),
             redact=redact,
@@ -399,7 +402,7 @@ class McpPool:
                 message = f"{where}: the MCP server answered with error {exc.code}"
                 raise ToolError("mcp_error", message, hint="Tell the user it failed") from None
             reason = "the connection closed during a call"
-        except (*_LOST, httpx2.TransportError) as exc:
+        except (*_LOST, httpx2.TransportError, EgressRefused) as exc:
             reason = describe(exc)
         except Exception as exc:  # a result the SDK refused: the connection is fine
             message = f"{where}: the MCP client failed with {type(exc).__name__}"
@@ -420,22 +423,23 @@ def _timed_out(where: str, timeout_s: float) -> ToolError:
 
 
 def _target(
-    record: McpToolsetRecord, headers: dict[str, str], env: dict[str, str]
+    record: McpToolsetRecord, headers: dict[str, str], env: dict[str, str], egress: EgressPolicy
 ) -> Transport | StdioServerParameters:
     """Where the client connects: a spawned command, or a URL sent the headers."""
     if record.transport == "stdio":
         command = record.command or [""]
         return StdioServerParameters(command=command[0], args=command[1:], env=env or None)
     assert record.url is not None, f"http toolset {record.name} has no url"
-    return _http(record.url, headers)
+    return _http(record.url, headers, egress)
 
 
 @asynccontextmanager
-async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """Streamable HTTP with the toolset's headers on every request."""
+async def _http(url: str, headers: dict[str, str], egress: EgressPolicy) -> AsyncIterator[Any]:
+    """Streamable HTTP with the toolset's headers on every request, every connection
+    through the egress guard (the SDK follows only same-origin redirects, checked too)."""
     timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: an SSE read waits long
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        httpx2_client(egress, headers=headers, timeout=timeout) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
@@ -458,6 +462,8 @@ def describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, asyncio.CancelledError):
         return "the connection was lost"
+    if isinstance(exc, EgressRefused):  # the class of address only, already worded
+        return str(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

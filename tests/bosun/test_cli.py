@@ -60,6 +60,15 @@ def test_serve_rejects_a_bad_model_spec(env: dict[str, str], tmp_path: Path) -> 
     result = run(["serve", "--dev", "--model", "scripted:missing.yaml"], env, tmp_path)
     assert result.returncode == 2
     assert "missing.yaml" in result.stderr
+    # Said before the model is read: --dev opens loopback alone to webhooks and MCP.
+    assert "--dev: webhooks and MCP servers may reach this machine's loopback" in result.stderr
+    assert "other private addresses stay refused" in result.stderr
+    opened = run(
+        ["serve", "--dev", "--model", "scripted:missing.yaml"],
+        env | {"BOSUN_EGRESS__ALLOW_PRIVATE": "true"},
+        tmp_path,
+    )
+    assert "egress.allow_private is on" in opened.stderr and "--dev:" not in opened.stderr
 
 
 def test_token_signs_the_given_claims(env: dict[str, str], tmp_path: Path) -> None:

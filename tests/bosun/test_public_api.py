@@ -28,7 +28,18 @@ from store import Store
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 INTERNAL = frozenset(
-    {"context", "events", "executors", "planner", "providers", "store", "stream", "tools", "turn"}
+    {
+        "context",
+        "egress",
+        "events",
+        "executors",
+        "planner",
+        "providers",
+        "store",
+        "stream",
+        "tools",
+        "turn",
+    }
 )
 FRONT_DOOR = frozenset({"bosun.events", "bosun.models", "bosun.testing", "bosun.tools"})
 

@@ -25,7 +25,7 @@ from test_agent_costs import run as spend_run
 from test_approvals import CLEANER, models, run_to_end
 
 from bosun.settings import Settings
-from conftest import JWT_SECRET, Server, free_port
+from conftest import JWT_SECRET, OPEN_EGRESS, Server, free_port
 from tools.demo import seed_demo
 from turn import TurnModels
 
@@ -78,6 +78,7 @@ def settings_for(db_url: str, retry_s: list[float]) -> Settings:
         secrets_key=Fernet.generate_key().decode(),  # type: ignore[arg-type]
         limits={"requests_per_minute": 0, "tokens_per_minute": 0, "keepalive_s": 0.5},  # type: ignore[arg-type]
         webhooks={"retry_schedule_s": retry_s, "timeout_s": 2.0},  # type: ignore[arg-type]
+        egress=OPEN_EGRESS,  # type: ignore[arg-type]
     )
 
 

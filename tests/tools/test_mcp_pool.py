@@ -18,6 +18,7 @@ from sqlalchemy import select
 from structlog.testing import capture_logs
 
 from conftest import migrate
+from egress import EgressPolicy
 from mcp_testing import (
     SECRET_HEADER,
     HttpMcpServer,
@@ -76,7 +77,7 @@ async def rig(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
     store = Store(sqlite_url, secrets_key=Fernet.generate_key().decode())
     session_id = str(uuid.uuid4())
     await store.sessions.create(org_id="acme", user_id="ada", session_id=session_id, title=None)
-    pool = McpPool(store, backoff_s=FAST_BACKOFF)
+    pool = McpPool(store, backoff_s=FAST_BACKOFF, egress=EgressPolicy(allow_loopback=True))
     ctx = ToolContext(store=store, org_id="acme", user_id="ada", role="owner")
     try:
         yield Rig(store, pool, tmp_path / "state.json", session_id, ctx)
