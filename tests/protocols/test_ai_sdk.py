@@ -285,6 +285,21 @@ async def test_a_uuid_continues_only_the_users_own_session(make_server: ServerFa
     assert alice_said == ["from the API", "go on"]
 
 
+async def test_first_messages_racing_in_a_new_chat_share_its_session(
+    make_server: ServerFactory,
+) -> None:
+    async with make_server(noted()) as server:
+        raced = await asyncio.gather(
+            *(post(server, body("race", user(f"hi {i}", id=f"u{i}"))) for i in range(4))
+        )
+        session_id = await session_of(server, "race")
+        alice_said = await said(server, session_id)
+
+    assert [r.status_code for r, _ in raced] == [200] * 4
+    assert {r.headers["x-session-id"] for r, _ in raced} == {session_id}
+    assert sorted(alice_said) == [f"hi {i}" for i in range(4)]
+
+
 async def test_resume_replays_the_running_turn_and_is_204_when_none(
     make_server: ServerFactory,
 ) -> None:
