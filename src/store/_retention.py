@@ -3,7 +3,7 @@
 The log's rule is that events are never updated or deleted *within* a session; retention
 is the one exception, and it only ever removes a session together with everything that
 hangs off it (events, turns, tool executions, usage rows, approvals,
-artifacts), so no log is left
+artifacts, the chat protocol threads that name it), so no log is left
 partial. A session is kept while one of its turns is ``running`` or ``suspended`` (a
 suspended turn still waits for the user's answer) or one of its calls waits in the
 approval inbox. Audit rows (``audit_log``) record changes to org
@@ -24,6 +24,7 @@ from store._approvals import ApprovalRow
 from store._artifacts import ArtifactRow
 from store._db import Database
 from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, UsageRow
+from store._threads import ProtocolThreadRow
 
 WAITING_STATUSES: Final = ("running", "suspended")
 DEFAULT_BATCH_SIZE: Final = 500
@@ -35,6 +36,7 @@ _CHILDREN: Final = (
     ("usage", UsageRow),
     ("approvals", ApprovalRow),
     ("artifacts", ArtifactRow),
+    ("protocol_threads", ProtocolThreadRow),
     ("turns", TurnRow),
 )
 
@@ -56,6 +58,7 @@ class PruneReport:
     usage: int = 0
     approvals: int = 0
     artifacts: int = 0
+    protocol_threads: int = 0
     kept_waiting: int = 0
 
     def to_dict(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Index,
     Integer,
     String,
@@ -44,6 +45,9 @@ from store._models import (
 
 STALE_CLAIM_S = 60.0
 """A claim whose turn never opened is given back to the queue after this long."""
+USER_TRIGGER = "api"
+"""The trigger of a run a person started (the API, ``bosun run``); schedules and webhooks
+start runs with no person behind them."""
 
 
 class RunRow(Base):
@@ -51,6 +55,7 @@ class RunRow(Base):
     __table_args__ = (
         UniqueConstraint("org_id", "agent", "idempotency_key", name="uq_runs_idempotency"),
         Index("ix_runs_org_agent_created", "org_id", "agent", "created_at"),
+        Index("ix_runs_org_agent_user_created", "org_id", "agent", "user_id", "created_at"),
         Index("ix_runs_queued", "turn_id", "created_at"),
     )
 
@@ -108,6 +113,12 @@ def _records() -> Any:
     ).outerjoin(TurnRow, TurnRow.id == RunRow.turn_id)
 
 
+def _started_by(user_id: str) -> tuple[ColumnElement[bool], ...]:
+    """Runs ``user_id`` started in person: a schedule's or a webhook's acts under a made-up
+    user id (``schedule:<handle>``) that a token's user must never pass for."""
+    return RunRow.user_id == user_id, RunRow.trigger == USER_TRIGGER
+
+
 @dataclass(frozen=True, slots=True)
 class RunFigures:
     """What a run did so far: steps ended, tool calls recorded, model cost."""
@@ -162,8 +173,13 @@ class Runs:
         async with self._db.read() as conn:
             return await self._by_key(conn, values, key)
 
-    async def get(self, org_id: str, run_id: str) -> RunRecord | None:
+    async def get(
+        self, org_id: str, run_id: str, *, triggered_by: str | None = None
+    ) -> RunRecord | None:
+        """The run (``triggered_by``: only if that user started it, see ``history``)."""
         query = _records().where(RunRow.org_id == org_id, RunRow.id == run_id)
+        if triggered_by is not None:
+            query = query.where(*_started_by(triggered_by))
         async with self._db.read() as conn:
             row = (await conn.execute(query)).first()
         return RunRecord(**row._asdict()) if row else None
@@ -174,9 +190,16 @@ class Runs:
         return RunRecord(**row._asdict()) if row else None
 
     async def history(
-        self, org_id: str, agent: str, *, limit: int, before: datetime | None = None
+        self,
+        org_id: str,
+        agent: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        triggered_by: str | None = None,
     ) -> list[RunRecord]:
-        """The agent's runs, newest first (``before``: older than that creation time)."""
+        """The agent's runs, newest first (``before``: older than that creation time;
+        ``triggered_by``: only those that user started, filtered here so pages stay full)."""
         query = (
             _records()
             .where(RunRow.org_id == org_id, RunRow.agent == agent)
@@ -185,6 +208,8 @@ class Runs:
         )
         if before is not None:
             query = query.where(RunRow.created_at < before)
+        if triggered_by is not None:
+            query = query.where(*_started_by(triggered_by))
         async with self._db.read() as conn:
             return [RunRecord(**row._asdict()) for row in await conn.execute(query)]
 

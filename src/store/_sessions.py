@@ -100,9 +100,12 @@ class Sessions:
         agent: str | None = None,
     ) -> None:
         """Create a session (of ``agent``, a profile's handle; ``None``: the org's
-        default), and its org on first sight (orgs come from tokens)."""
+        default), and its org on first sight (orgs come from tokens). A session already
+        there for the same user and agent is kept: two first messages of one chat protocol
+        thread race to open the id it reserved, and both go on in it."""
         now = utcnow()
         dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
+        owner = (org_id, user_id, agent)
 
         def write(conn: Connection) -> None:  # on the writer thread: every new chat's first
             conn.execute(
@@ -110,18 +113,23 @@ class Sessions:
                 .values(id=org_id, tier="lite", created_at=now)
                 .on_conflict_do_nothing(index_elements=["id"])
             )
-            conn.execute(
-                insert(SessionRow).values(
-                    id=session_id,
-                    org_id=org_id,
-                    user_id=user_id,
-                    title=title,
-                    agent=agent,
-                    last_seq=0,
-                    created_at=now,
-                    updated_at=now,
+            opened = conn.execute(
+                dialect_insert(SessionRow)
+                .values(
+                    id=session_id, org_id=org_id, user_id=user_id, title=title, agent=agent,
+                    last_seq=0, created_at=now, updated_at=now,
                 )
-            )
+                .on_conflict_do_nothing(index_elements=["id"])
+                .returning(SessionRow.id)
+            ).first()  # fmt: skip
+            if opened is None:
+                held = conn.execute(
+                    select(SessionRow.org_id, SessionRow.user_id, SessionRow.agent).where(
+                        SessionRow.id == session_id
+                    )
+                ).one()
+                if tuple(held) != owner:
+                    raise ValueError(f"Session {session_id!r} exists for another user or agent")
 
         await self._db.run_write(write)
 

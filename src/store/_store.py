@@ -23,6 +23,7 @@ from store._retention import Retention
 from store._runs import Runs
 from store._sessions import Sessions
 from store._spend import Spend
+from store._threads import ProtocolThreads
 from store._tool_executions import ToolExecutions
 from store._webhooks import Webhooks
 
@@ -57,6 +58,7 @@ class Store:
         self.approvals = Approvals(self.db)
         self.artifacts = Artifacts(self.db)
         self.mcp_toolsets = McpToolsets(self.db, box)
+        self.threads = ProtocolThreads(self.db)
 
     @property
     def dialect(self) -> str:

@@ -263,16 +263,16 @@ async def _start(
             services, request, data.threadId, newest.text, options=options
         )
         return handle.session_id, handle.turn_id, handle.after
-    session_id, record = await thread_session(services, request.user, data.threadId)
-    turn = await running_turn(services, session_id) if record is not None else None
-    if turn is None:
+    record = await thread_session(services, request.user, data.threadId)
+    turn = await running_turn(services, record.id) if record is not None else None
+    if record is None or turn is None:
         raise ApiError(
             409,
             "nothing_to_answer",
             "Nothing to run: the newest message is not the user's and no turn runs in this "
             "thread; add a user message, or resume the interrupts the last run ended with",
         )
-    return session_id, turn.id, 0
+    return record.id, turn.id, 0
 
 
 async def _resume(
@@ -280,9 +280,10 @@ async def _resume(
 ) -> tuple[str, str, int]:
     """Answer every open interrupt of the thread's suspended turn (``resume`` must name
     each once, and nothing else), then stream the turn on from the first answer."""
-    session_id, record = await thread_session(services, request.user, data.threadId)
+    record = await thread_session(services, request.user, data.threadId)
     if record is None:
         raise ApiError(404, "not_found", f"No thread {data.threadId!r} with interrupts to resume")
+    session_id = record.id
     waiting = await waiting_turn(services.store, session_id)
     calls = await _open_calls(services, waiting)
     entries = data.resume or []

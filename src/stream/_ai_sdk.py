@@ -210,10 +210,11 @@ async def ai_sdk_resume(
     services: ServicesDep,
     ai_sdk: AiSdkVersion = None,
 ) -> Response[Any]:
-    session_id, record = await thread_session(services, request.user, chat_id)
-    turn = await running_turn(services, session_id) if record is not None else None
-    if turn is None:
+    record = await thread_session(services, request.user, chat_id)
+    turn = await running_turn(services, record.id) if record is not None else None
+    if record is None or turn is None:
         return Response(content=b"", status_code=204)
+    session_id = record.id
     segment = await _segment(services, session_id, turn.id, after=None)
     writer = _Writer(segment.message_id, session_id, turn.id, v5=ai_sdk == 5)
     writer.goals.update(segment.goals)
@@ -225,9 +226,10 @@ async def _answer(
 ) -> Stream:
     """Answer the calls the chat's suspended turn waits for that ``message`` answers, and
     stream the turn on as the continuation of that message."""
-    session_id, record = await thread_session(services, request.user, chat_id)
+    record = await thread_session(services, request.user, chat_id)
     if record is None:
         raise ApiError(404, "not_found", f"No chat {chat_id!r} with a call to answer")
+    session_id = record.id
     answers = _answers(message)
     if not answers:
         raise ApiError(

@@ -104,8 +104,8 @@ async def start_turn(
 ) -> TurnHandle:
     """Start the turn ``body`` asks for; with an idempotency ``key`` already used for the
     same body, the earlier request's turn instead (nothing new starts, nothing is counted).
-    Without ``body.session_id`` the turn opens a session, with ``new_session_id`` when the
-    caller chose its id (a chat protocol's thread)."""
+    Without ``body.session_id`` the turn opens a session, with ``new_session_id`` when one
+    was reserved for it (a chat protocol's thread: an id Bosun generated, never a client's)."""
     principal = request.user
     check_message_length(body.message, services.config.max_message_chars)
     if key is not None:

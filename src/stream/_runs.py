@@ -1,6 +1,8 @@
 """Background runs over HTTP: trigger one, list an agent's history, read one, follow it,
-cancel it. Any member of the org may trigger and read its agents' runs; the one who
-triggered a run, or an owner or staff member, may cancel it."""
+cancel it. Any member of the org may trigger a run. A run follows its session's rule:
+the one who triggered it, owners and staff see, follow and cancel it; to anyone else it
+is a 404 (ids of others never leak), and a member's list holds their own runs only. A
+schedule's or a webhook's run has no person behind it: owners and staff only."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from stream._api import (
     Services,
     ServicesDep,
 )
+from stream._auth import Principal
 from stream._bounds import check_message_length, event_cursor, int_query, utc_instant
 from stream._errors import ApiError
 from stream._limits import retry_after_s
@@ -60,8 +63,14 @@ def limited(exc: AgentRateLimitedError) -> ApiError:
     )  # fmt: skip
 
 
-async def _run_or_404(services: Services, org_id: str, run_id: str) -> RunRecord:
-    run = await services.store.runs.get(org_id, run_id)
+def _viewer(principal: Principal) -> str | None:
+    """Whose runs ``principal`` may see: ``None`` for the whole org's, else their own."""
+    return None if principal.sees_whole_org else principal.user_id
+
+
+async def _run_or_404(services: Services, principal: Principal, run_id: str) -> RunRecord:
+    """The run if the caller may see it; otherwise 404, as ``session_for`` does."""
+    run = await services.store.runs.get(principal.org_id, run_id, triggered_by=_viewer(principal))
     if run is None:
         raise ApiError(404, "not_found", f"No run {run_id!r}")
     return run
@@ -109,7 +118,9 @@ async def list_runs(
 ) -> RunPage:
     until = utc_instant(before, name="before") if before is not None else None
     store = services.store
-    runs = await store.runs.history(request.user.org_id, handle, limit=limit, before=until)
+    runs = await store.runs.history(
+        request.user.org_id, handle, limit=limit, before=until, triggered_by=_viewer(request.user)
+    )
     figures = await store.runs.figures(runs)
     rows = [
         RunRow(**run_out(run).model_dump(), **asdict(figures.get(run.id, RunFigures())))
@@ -123,7 +134,7 @@ async def list_runs(
 async def run_detail(
     run_id: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> RunDetail:
-    run = await _run_or_404(services, request.user.org_id, run_id)
+    run = await _run_or_404(services, request.user, run_id)
     if run.turn_id is None:
         return RunDetail(**run_out(run).model_dump())
     store = services.store
@@ -175,7 +186,7 @@ async def run_stream(
         HeaderParameter(name="Last-Event-ID", schema_extra={"pattern": r"^[0-9]{1,19}$"}),
     ] = None,
 ) -> Stream:
-    run = await _run_or_404(services, request.user.org_id, run_id)
+    run = await _run_or_404(services, request.user, run_id)
     after = 0 if last_event_id is None else event_cursor(last_event_id)
     return Stream(
         _follow(services, run, after),
@@ -193,7 +204,10 @@ async def _follow(services: Services, run: RunRecord, after: int) -> AsyncIterat
         if waited >= services.config.keepalive_s:
             waited = 0.0
             yield KEEPALIVE
-        run = await _run_or_404(services, run.org_id, run.id)
+        fresh = await services.store.runs.get(run.org_id, run.id)
+        if fresh is None:
+            return
+        run = fresh
     if run.turn_id is None:  # cancelled before it started
         return
     async for frames in tail(
@@ -208,11 +222,9 @@ async def cancel_run(
     run_id: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> RunOut:
     principal = request.user
-    run = await _run_or_404(services, principal.org_id, run_id)
-    if run.user_id != principal.user_id and principal.role not in ("owner", "staff"):
-        raise ApiError(403, "forbidden", "Only who started a run, owner or staff may cancel it")
+    run = await _run_or_404(services, principal, run_id)
     if run.turn_id is None:
         await services.store.runs.cancel_queued(principal.org_id, run.id)
     else:
         await services.runner.cancel(run.session_id)
-    return run_out(await _run_or_404(services, principal.org_id, run.id))
+    return run_out(await _run_or_404(services, principal, run.id))

@@ -3,11 +3,15 @@
 The chat protocols are thin translations of the one event log: a thread is a Bosun
 session, a message starts a turn through the same path as ``POST /v1/chat/stream`` (auth,
 org isolation, rate limits, caps, idempotency and agents unchanged), and the reply is the
-log's tail in the protocol's framing. A thread id a client made up (the AI SDK's are short
-random strings) names the session ``uuid5(org, user, id)``, so the same chat finds its
-session again and no one else's; a thread id that is a UUID is the session id itself, so
-a client can continue a session it has from Bosun's own API, and another org's id is 404
-like everywhere else.
+log's tail in the protocol's framing.
+
+A client never chooses a session id. Thread ids live in their own keyspace per (org,
+user, thread id) (``store.threads``), each naming a session id the server generated on
+the thread's first message, so two orgs or two users with the same thread id have two
+sessions and no one can take another's thread id first. One exception keeps clients of
+Bosun's own API working: a thread id that is the id of a session *this user* owns (a
+UUID from ``/v1/chat``, or a session an earlier Bosun derived from the thread id)
+continues that session; any other id, UUID or not, is a thread of its own.
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ from stream._auth import Principal
 from stream._bounds import MESSAGE_PATTERN
 from stream._bounds import THREAD_ID_PATTERN as THREAD_ID_PATTERN  # re-exported
 from stream._errors import ApiError
-from stream._routes import session_for, start_turn
+from stream._routes import start_turn
 from stream._sse import follow
 from turn import TurnHandle
 
-_THREADS = uuid.UUID("5b1e0c1a-3f4e-4a4b-9a43-b05d1c0a7e11")  # the namespace of uuid5 ids
+_THREADS = uuid.UUID("5b1e0c1a-3f4e-4a4b-9a43-b05d1c0a7e11")  # an earlier Bosun's uuid5 ids
 MAX_BODY_BYTES = 1024 * 1024
 """A protocol's client posts the whole thread each time (Bosun reads only its newest
 message), so its bodies may be larger than Bosun's own."""
@@ -45,25 +49,39 @@ TEXT_PART: dict[str, Any] = {
 """A text part whose text is a message Bosun accepts (the newest user message has one)."""
 
 
-def thread_session_id(principal: Principal, thread_id: str) -> str:
-    """The session a thread id names for this user: the id itself when it is a UUID,
-    else one derived from the org, the user and the id."""
-    try:
-        return str(uuid.UUID(thread_id))
-    except ValueError:
-        name = f"{principal.org_id}\x00{principal.user_id}\x00{thread_id}"
-        return str(uuid.uuid5(_THREADS, name))
+def _legacy_session_id(principal: Principal, thread_id: str) -> str:
+    """The session an earlier Bosun derived from a thread id, still found after upgrading."""
+    name = f"{principal.org_id}\x00{principal.user_id}\x00{thread_id}"
+    return str(uuid.uuid5(_THREADS, name))
+
+
+def _owns(principal: Principal, record: SessionRecord) -> bool:
+    return record.org_id == principal.org_id and record.user_id == principal.user_id
+
+
+async def _own_session(
+    services: Services, principal: Principal, session_id: str | None
+) -> SessionRecord | None:
+    record = None if session_id is None else await services.store.sessions.get(session_id)
+    return record if record is not None and _owns(principal, record) else None
 
 
 async def thread_session(
     services: Services, principal: Principal, thread_id: str
-) -> tuple[str, SessionRecord | None]:
-    """The thread's session id and record (``None``: no session yet); 404 when the id
-    names a session the caller may not see."""
-    session_id = thread_session_id(principal, thread_id)
-    if await services.store.sessions.get(session_id) is None:
-        return session_id, None
-    return session_id, await session_for(services, principal, session_id)
+) -> SessionRecord | None:
+    """The session the user's thread names, if it has one yet (``None``: the thread is
+    new to this user, or its first message opened nothing). Reads only."""
+    mapped = await services.store.threads.find(principal.org_id, principal.user_id, thread_id)
+    if mapped is not None:
+        return await _own_session(services, principal, mapped)
+    try:
+        named: str | None = str(uuid.UUID(thread_id))
+    except ValueError:
+        named = None
+    for session_id in (named, _legacy_session_id(principal, thread_id)):
+        if (record := await _own_session(services, principal, session_id)) is not None:
+            return record
+    return None
 
 
 async def start_thread_turn(
@@ -75,15 +93,20 @@ async def start_thread_turn(
     options: dict[str, Any] | None = None,
 ) -> TurnHandle:
     """Start the turn ``text`` asks for in the thread's session (opening it on the first
-    message), exactly as ``POST /v1/chat/stream`` would; ``options`` are that route's other
-    body fields (``agent``, ``model``), and ``idempotency_key`` among them its header."""
-    session_id, record = await thread_session(services, request.user, thread_id)
+    message, under an id generated here), exactly as ``POST /v1/chat/stream`` would;
+    ``options`` are that route's other body fields (``agent``, ``model``), and
+    ``idempotency_key`` among them its header."""
+    principal = request.user
+    record = await thread_session(services, principal, thread_id)
+    new_id = None
+    if record is None:  # reserved before the session opens: a retry names the same one
+        new_id = await services.store.threads.open(
+            principal.org_id, principal.user_id, thread_id, session_id=str(uuid.uuid4())
+        )
     fields = dict(options or {})
     key = fields.pop("idempotency_key", None)
     body = ChatRequest(message=text, session_id=record.id if record is not None else None, **fields)
-    return await start_turn(
-        services, request, body, key, new_session_id=None if record is not None else session_id
-    )
+    return await start_turn(services, request, body, key, new_session_id=new_id)
 
 
 async def running_turn(services: Services, session_id: str) -> TurnRecord | None:

@@ -269,24 +269,23 @@ test("after a dropped connection, re-running the thread re-attaches to its turn"
   );
 });
 
-test("another org's (or another member's) thread is 404", async () => {
+test("another org's (or another member's) thread id is a thread of their own", async () => {
   const a = agent();
   const seen = await run(a, "Say hello over AG-UI");
   const sessionId = seen.bosun.sessionId;
   for (const token of [OTHER_ORG_TOKEN, MEMBER_TOKEN]) {
+    // Alice's session id as a thread id: a thread of their own, which works.
     const other = agent({ token, threadId: sessionId });
-    other.addMessage({ id: randomUUID(), role: "user", content: "Say hello over AG-UI" });
-    await assert.rejects(
-      other.runAgent({}),
-      (error) => error.status === 404 && error.payload.error.code === "not_found",
-    );
+    const theirs = await run(other, "Say hello from elsewhere");
+    assertRun(theirs, other);
+    assert.notEqual(theirs.bosun.sessionId, sessionId);
     const resumer = agent({ token, threadId: sessionId });
     await assert.rejects(
       resumer.runAgent({ resume: [{ interruptId: "toolu_x", status: "cancelled" }] }),
       (error) => error.status === 404,
     );
   }
-  // Its owner continues it by that id (a UUID thread id is the session itself).
+  // Its owner continues it by that id (a UUID thread id naming the user's own session).
   const owner = agent({ threadId: sessionId });
   const again = await run(owner, "Say hello over AG-UI");
   assertRun(again, owner);

@@ -131,26 +131,49 @@ async def test_a_run_is_one_ag_ui_run_in_sse_frames(make_server: ServerFactory) 
     assert text_of(second) == "Again."
 
 
-async def test_another_orgs_or_users_thread_is_404_before_any_stream(
-    make_server: ServerFactory,
+@pytest.mark.parametrize("thread", ["mine", "0b7c6a52-1f0e-4d3a-8e2b-5c4d3e2f1a0b"])
+async def test_another_orgs_or_users_thread_id_is_a_thread_of_their_own(
+    make_server: ServerFactory, thread: str
 ) -> None:
-    model = ScriptedModel(["Hi."])
-    async with make_server(TurnModels(executor=model)) as server:
-        response, _ = await run(server, body("mine", "Say hi"), role="member")
+    """The same thread id (made up, or a UUID as HttpAgent makes), and even the id of
+    Alice's session, is a thread of its own for Eve (another org) and Bob (Alice's org):
+    using it first takes nothing from Alice; resuming or re-attaching there finds nothing."""
+
+    async def noted(request: ModelRequest) -> Reply:
+        return Reply(text="Noted.")
+
+    async with make_server(TurnModels(executor=FunctionModel(noted))) as server:
+        others = [server.auth(org="globex", role="owner"), server.auth(user="bob")]
+        early = [
+            await server.client.post("/v1/ag-ui", json=body(thread, "Me first"), headers=h)
+            for h in others
+        ]
+        response, events = await run(server, body(thread, "Say hi"), role="member")
         session = response.headers["x-session-id"]
-        refused = []
-        for headers in (server.auth(org="globex", role="owner"), server.auth(user="bob")):
+        again, _ = await run(server, body(thread, "Say hi again"), role="member")
+        answers = []
+        for headers in others:
             for payload in (
                 body(session, "Say hi"),
                 body(session, resume=resume(("t1", "cancelled", None))),
                 body(session),  # re-attach
             ):
-                refused.append(await server.client.post("/v1/ag-ui", json=payload, headers=headers))
+                answers.append(await server.client.post("/v1/ag-ui", json=payload, headers=headers))
+        detail = await server.client.get(f"/v1/sessions/{session}", headers=server.auth())
 
-    for answer in refused:
+    assert [r.status_code for r in early] == [200, 200]
+    assert len({r.headers["x-session-id"] for r in early} | {session}) == 3
+    assert text_of(events) == "Noted." and again.headers["x-session-id"] == session
+    own, resumed, reattached = answers[0::3], answers[1::3], answers[2::3]
+    assert [r.status_code for r in own] == [200, 200]
+    assert session not in {r.headers["x-session-id"] for r in own}
+    for answer in resumed:  # before any stream: a JSON error
         assert answer.status_code == 404, answer.text
         assert answer.headers["content-type"].startswith("application/json")
         assert answer.json()["error"]["code"] == "not_found"
+    assert [r.json()["error"]["code"] for r in reattached] == ["nothing_to_answer"] * 2
+    said = [m["text"] for m in detail.json()["messages"] if m["role"] == "user"]
+    assert said == ["Say hi", "Say hi again"]
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -19,8 +20,6 @@ from conftest import Server, ServerFactory
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, ToolCall
 from store import StoredEvent
 from stream._ai_sdk import _Writer
-from stream._auth import Principal
-from stream._threads import thread_session_id
 from tools.demo import seed_demo, seed_id
 from tools.demo._tables import WorkoutRow
 from turn import TurnModels
@@ -93,9 +92,11 @@ async def workouts(server: Server) -> set[str]:
         return set(rows.scalars())
 
 
-def session_of(chat_id: str) -> str:
-    """The session alice's chat ``chat_id`` names."""
-    return thread_session_id(Principal(user_id="alice", org_id=ORG, role="owner"), chat_id)
+async def session_of(server: Server, chat_id: str) -> str:
+    """The session alice's chat ``chat_id`` names (one no session has, before its first
+    message)."""
+    found = await server.store.threads.find(ORG, "alice", chat_id)
+    return found or "00000000-0000-0000-0000-000000000000"
 
 
 def slow_model(words: int, delay_s: float) -> FunctionModel:
@@ -187,25 +188,116 @@ async def test_bad_chat_ids_in_the_resume_path_are_400(make_server: ServerFactor
     assert "chat_id must be a chat id" in response.json()["error"]["message"]
 
 
-async def test_another_orgs_session_is_404(make_server: ServerFactory) -> None:
-    async with make_server(TurnModels(executor=ScriptedModel(["Hi.", "Hi, Eve."]))) as server:
-        mine, _ = await post(server, body("chat-1", user("hello")))
-        session_id = mine.headers["x-session-id"]
-        eve = {"headers": server.auth(user="eve", org="globex", role="owner")}
-        posted = await server.client.post(CHAT, json=body(session_id, user("hi")), **eve)
-        resumed = await server.client.get(f"{CHAT}/{session_id}/stream", **eve)
-        answered = await server.client.post(
-            CHAT, json=body(session_id, {"id": "a", "role": "assistant", "parts": []}), **eve
-        )
-        # The same made-up chat id names a session of Eve's own, not Alice's.
-        hers = await server.client.post(CHAT, json=body("chat-1", user("hi")), **eve)
-        events = await server.store.log.read(session_id)
+def noted() -> TurnModels:
+    async def reply(request: ModelRequest) -> Reply:
+        return Reply(text="Noted.")
 
-    for response in (posted, resumed, answered):
-        assert response.status_code == 404, response.text
-        assert response.json()["error"]["code"] == "not_found"
-    assert hers.status_code == 200 and hers.headers["x-session-id"] != session_id
-    assert [e.type for e in events].count("user_message") == 1
+    return TurnModels(executor=FunctionModel(reply))
+
+
+def legacy_session_id(org: str, user: str, chat_id: str) -> str:
+    """The session id Bosun used to derive from a chat id, open for anyone to compute."""
+    namespace = uuid.UUID("5b1e0c1a-3f4e-4a4b-9a43-b05d1c0a7e11")
+    return str(uuid.uuid5(namespace, f"{org}\x00{user}\x00{chat_id}"))
+
+
+def is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+async def said(server: Server, session_id: str) -> list[str]:
+    detail = await server.client.get(f"/v1/sessions/{session_id}", headers=server.auth())
+    assert detail.status_code == 200, detail.text
+    return [m["text"] for m in detail.json()["messages"] if m["role"] == "user"]
+
+
+@pytest.mark.parametrize("chat_id", ["chat-1", "7d9f1e2a-6a53-4c55-9a0e-2b8f3c1d4e5f"])
+async def test_one_chat_id_in_two_orgs_is_two_chats_and_cannot_be_squatted(
+    make_server: ServerFactory, chat_id: str
+) -> None:
+    """Eve (another org) uses Alice's chat id, and the session id it used to name, before
+    Alice does; Bob (Alice's org) uses it too. Each gets a chat of their own, and Alice's
+    works: her first message, her next one and her resume."""
+    async with make_server(noted()) as server:
+        eve = server.auth(user="eve", org="globex", role="owner")
+        # A UUID chat id was the session id itself; any other named a predictable one.
+        squat_id = chat_id if is_uuid(chat_id) else legacy_session_id(ORG, "alice", chat_id)
+        squats = [
+            await server.client.post(CHAT, json=body(squat_id, user("mine now")), headers=eve),
+            await server.client.post(CHAT, json=body(chat_id, user("mine too")), headers=eve),
+        ]
+        bobs = await server.client.post(
+            CHAT, json=body(chat_id, user("bob here")), headers=server.auth(user="bob")
+        )
+        first, _ = await post(server, body(chat_id, user("hello")))
+        second, parts = await post(server, body(chat_id, user("again", id="u2")))
+        resumed = await server.client.get(f"{CHAT}/{chat_id}/stream", headers=server.auth())
+        alices = first.headers.get("x-session-id", "")
+        eve_on_alices = await server.client.post(
+            CHAT, json=body(alices, user("let me in")), headers=eve
+        )
+        sessions = {
+            "eve": [r.headers.get("x-session-id") for r in (*squats, eve_on_alices)],
+            "bob": bobs.headers.get("x-session-id"),
+        }
+        alice_said = await said(server, alices)
+        eve_reads = await server.client.get(f"/v1/sessions/{alices}", headers=eve)
+
+    assert [r.status_code for r in (*squats, bobs, first, second, eve_on_alices)] == [200] * 6
+    assert second.headers["x-session-id"] == alices and text(parts) == "Noted."
+    assert resumed.status_code == 204  # nothing runs in Alice's chat: not a 404
+    assert alice_said == ["hello", "again"]  # no one else's message in her chat
+    assert alices not in (*sessions["eve"], sessions["bob"], chat_id)
+    eves_threads = {squat_id, chat_id, alices}  # one thread when squat_id is chat_id
+    assert len(set(sessions["eve"])) == len(eves_threads)  # each thread its own session
+    assert sessions["bob"] not in sessions["eve"]
+    assert eve_reads.status_code == 404
+
+
+async def test_a_uuid_continues_only_the_users_own_session(make_server: ServerFactory) -> None:
+    """A chat id that is the id of a session the user has (from ``/v1/chat``, or the one an
+    earlier Bosun derived from the chat id) goes on in it; for anyone else it is a new chat."""
+    async with make_server(noted()) as server:
+        owned = await server.client.post(
+            "/v1/chat", json={"message": "from the API"}, headers=server.auth(role="owner")
+        )
+        api_session = owned.json()["session_id"]
+        legacy = legacy_session_id(ORG, "alice", "old-chat")
+        await server.store.sessions.create(
+            org_id=ORG, user_id="alice", session_id=legacy, title="old", agent=None
+        )
+        by_id, _ = await post(server, body(api_session, user("go on")))
+        old_chat, _ = await post(server, body("old-chat", user("still here")))
+        staff = await server.client.post(
+            CHAT,
+            json=body(api_session, user("staff")),
+            headers=server.auth(user="sam", role="staff"),
+        )
+        alice_said = await said(server, api_session)
+
+    assert by_id.headers["x-session-id"] == api_session
+    assert old_chat.headers["x-session-id"] == legacy
+    assert staff.status_code == 200 and staff.headers["x-session-id"] != api_session
+    assert alice_said == ["from the API", "go on"]
+
+
+async def test_first_messages_racing_in_a_new_chat_share_its_session(
+    make_server: ServerFactory,
+) -> None:
+    async with make_server(noted()) as server:
+        raced = await asyncio.gather(
+            *(post(server, body("race", user(f"hi {i}", id=f"u{i}"))) for i in range(4))
+        )
+        session_id = await session_of(server, "race")
+        alice_said = await said(server, session_id)
+
+    assert [r.status_code for r, _ in raced] == [200] * 4
+    assert {r.headers["x-session-id"] for r, _ in raced} == {session_id}
+    assert sorted(alice_said) == [f"hi {i}" for i in range(4)]
 
 
 async def test_resume_replays_the_running_turn_and_is_204_when_none(
@@ -216,11 +308,11 @@ async def test_resume_replays_the_running_turn_and_is_204_when_none(
         nothing = await server.client.get(f"{CHAT}/never-used/stream", headers=headers)
         posting = asyncio.create_task(post(server, body("drop", user("go"))))
         for _ in range(250):  # until a few words are in
-            log = await server.store.log.read(session_of("drop"))
+            log = await server.store.log.read(await session_of(server, "drop"))
             if sum(e.type == "text_delta" for e in log) >= 2:
                 break
             await asyncio.sleep(0.02)
-        running = await server.store.sessions.running_turns(session_of("drop"))
+        running = await server.store.sessions.running_turns(await session_of(server, "drop"))
         resumed = await server.client.get(f"{CHAT}/drop/stream", headers=headers)
         _, original = await posting
         after = await server.client.get(f"{CHAT}/drop/stream", headers=headers)
@@ -381,7 +473,7 @@ async def test_an_idempotency_key_retry_reattaches_to_the_same_turn(
         key = {"Idempotency-Key": "retry-1"}
         _, first = await post(server, body("idem", user("hi")), headers=key)
         _, retry = await post(server, body("idem", user("hi")), headers=key)
-        turns = await server.store.sessions.turns(session_of("idem"))
+        turns = await server.store.sessions.turns(await session_of(server, "idem"))
 
     assert retry[0]["messageId"] == first[0]["messageId"]
     assert text(retry) == text(first) == "Once."

@@ -146,6 +146,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "org_api_keys",
         "orgs",
         "programs",
+        "protocol_threads",
         "rate_windows",
         "runs",
         "sessions",

@@ -41,7 +41,7 @@ def quick() -> TurnModels:
 
 
 async def runs_of(server: Server, handle: str) -> list[dict[str, Any]]:
-    page = await server.client.get(f"/v1/agents/{handle}/runs", headers=server.auth())
+    page = await server.client.get(f"/v1/agents/{handle}/runs", headers=server.auth(role="staff"))
     return page.json()["runs"]  # type: ignore[no-any-return]
 
 

@@ -55,11 +55,13 @@ function costBars(days) {
 }
 
 export class AgentsView {
-  /** `api(method, path, body)` gives `{data}` or `{error}`; `headers()` the auth header. */
-  constructor(root, { api, headers }) {
+  /** `api(method, path, body)` gives `{data}` or `{error}`; `headers()` the auth header;
+   * `manager()` whether the signed-in user is an owner or staff (who read costs). */
+  constructor(root, { api, headers, manager = () => true }) {
     this.root = root;
     this.api = api;
     this.headers = headers;
+    this.manager = manager;
     this.agent = null; // the handle whose runs are shown
     this.runId = null; // the run whose detail is shown
     this.timer = null;
@@ -181,6 +183,10 @@ export class AgentsView {
   async renderCosts(handle) {
     const section = this.root.querySelector("#agent-costs");
     if (!section) return;
+    if (!this.manager()) {
+      section.replaceChildren(); // the server says 403 to a member: do not ask
+      return;
+    }
     const { data: usage } = await this.api("GET", `/v1/agents/${handle}/usage?days=${COST_DAYS}`);
     if (!usage) {
       section.replaceChildren();

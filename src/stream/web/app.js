@@ -52,7 +52,11 @@ const state = {
   approvalsTimer: null, // the pending-approvals count's poll (owner and staff only)
 };
 
-const agentsView = new AgentsView(ui.agents, { api: (...args) => api(...args), headers: () => authHeaders() });
+const agentsView = new AgentsView(ui.agents, {
+  api: (...args) => api(...args),
+  headers: () => authHeaders(),
+  manager: () => MANAGERS.has(claimsOf(state.token ?? "")?.role), // costs: owner and staff
+});
 
 const approvalsView = new ApprovalsView(ui.approvals, {
   api: (...args) => api(...args),
