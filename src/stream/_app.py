@@ -222,7 +222,10 @@ class _Workers:
             store, services.runner, services.models, pending_ttl_s=config.pending_ttl_s
         )
         self._deliveries = DeliveryWorker(
-            store, retry_s=config.webhook_retry_s, timeout_s=config.webhook_timeout_s
+            store,
+            retry_s=config.webhook_retry_s,
+            timeout_s=config.webhook_timeout_s,
+            limits=config.webhook_limits,
         )
 
     async def start(self) -> None:
