@@ -92,6 +92,9 @@ class DeliveryWorker:
         self._retry_s = tuple(retry_s)
         self._timeout_s = timeout_s
         self._limits = limits or DeliveryLimits()
+        self._connect_s = min(self._limits.connect_timeout_s, timeout_s)
+        self._deadline_s = timeout_s + self._connect_s
+        """The whole attempt's limit: connect, then wait for the answer."""
         self._poll_s = min(POLL_S, *(max(d, 0.05) for d in self._retry_s)) if retry_s else POLL_S
         self._task: asyncio.Task[None] | None = None
         self._client: httpx.AsyncClient | None = None
@@ -100,8 +103,7 @@ class DeliveryWorker:
 
     def start(self) -> None:
         if self._task is None:
-            connect_s = min(self._limits.connect_timeout_s, self._timeout_s)
-            timeout = httpx.Timeout(self._timeout_s, connect=connect_s)
+            timeout = httpx.Timeout(self._timeout_s, connect=self._connect_s)
             self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
             self._task = asyncio.create_task(self._loop(), name="webhook-deliveries")
 
@@ -145,7 +147,7 @@ class DeliveryWorker:
             return 0
         sending = self._sending.values()
         due = await self._store.webhooks.claim_due(
-            lease_s=self._timeout_s + CLAIM_MARGIN_S,
+            lease_s=self._deadline_s + CLAIM_MARGIN_S,
             limit=free,
             per_org=limits.max_in_flight_per_org,
             busy=Counter(d.org_id for d in sending),
@@ -195,7 +197,7 @@ class DeliveryWorker:
         headers = signed_headers(secret, due.id, body)
         started = time.monotonic()
         try:
-            async with asyncio.timeout(self._timeout_s + self._limits.connect_timeout_s):
+            async with asyncio.timeout(self._deadline_s):
                 request = self._client.stream(
                     "POST", due.url, content=body.encode(), headers=headers
                 )

@@ -6,6 +6,7 @@ and an org has at most ``webhooks.max_per_org`` webhooks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -162,3 +163,31 @@ async def test_connecting_gives_up_sooner_than_waiting_for_an_answer(db_url: str
     [(connect,)], [(read,)] = ([d["attempts"] for d in log] for log in failed)
     assert connect["error"] == "ConnectTimeout" and connect["duration_ms"] < 1000
     assert read["error"] == "ReadTimeout" and read["duration_ms"] >= 1400
+
+
+async def test_a_receiver_trickling_its_answer_is_cut_off_at_the_attempts_limit(
+    db_url: str,
+) -> None:
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nx-slow: ")
+        with contextlib.suppress(ConnectionError):
+            while True:  # a header byte now and then: no single read ever times out
+                writer.write(b"a")
+                await writer.drain()
+                await asyncio.sleep(0.1)
+
+    listener = await asyncio.start_server(trickle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/slow"
+    settings = with_webhooks(db_url, [], timeout_s=1.0, connect_timeout_s=0.2)
+    try:
+        async with Server(settings, TurnModels()) as server:
+            hook = await add_webhook(server, url)
+            await server.store.notices.publish("acme", "cost_alert", {"agent": "a"})
+            [delivery] = await deliveries_until(
+                server, hook["id"], lambda d: d and d[0]["status"] == "failed", timeout_s=5.0
+            )
+    finally:
+        listener.close()
+
+    [attempt] = delivery["attempts"]
+    assert attempt["error"] == "TimeoutError" and attempt["duration_ms"] < 2000
