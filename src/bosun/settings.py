@@ -126,12 +126,15 @@ class WebhookSettings(BaseModel):
         default=20, ge=1, le=10_000, description="Webhooks an org may have (else 409)."
     )
     max_in_flight: int = Field(
-        default=32, ge=1, le=1000, description="Attempts this process makes at once."
+        default=32,
+        ge=1,
+        le=100,  # the HTTP client's connection pool
+        description="Attempts this process makes at once.",
     )
     max_in_flight_per_org: int = Field(
         default=4,
         ge=1,
-        le=1000,
+        le=100,
         description="Of those, at most this many for one org: a slow org cannot take them all.",
     )
     breaker_failures: int = Field(

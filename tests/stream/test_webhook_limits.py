@@ -68,11 +68,11 @@ async def test_hanging_webhooks_of_one_org_do_not_delay_another_orgs(db_url: str
             await asyncio.sleep(0.2)  # acme's 80 deliveries are due first
             started = time.monotonic()
             await server.store.notices.publish("globex", "run_finished", {"run_id": "r"})
-            [(body, _)] = await asyncio.to_thread(rx.take, 1, 4.0)
+            [(body, _)] = await asyncio.to_thread(rx.take, 1, 5.0)
             waited = time.monotonic() - started
 
     assert b'"run_finished"' in body
-    assert waited < 2.0  # before: behind acme's attempts, each waiting out its 5 s timeout
+    assert waited < 3.0  # before: behind acme's attempts, each waiting out its 5 s timeout
 
 
 async def test_an_org_has_at_most_max_per_org_webhooks(db_url: str) -> None:
