@@ -8,13 +8,22 @@ from collections.abc import Sequence
 from litestar import Litestar
 
 from bosun import __version__
-from bosun.settings import Settings
+from bosun.settings import Settings, WebhookSettings
 from bosun.wiring import build_kit, build_models
 from fleet import default_policy
-from store import Store
-from stream import StreamConfig, TokenConfig, create_app
+from store import Breaker, Store
+from stream import DeliveryLimits, StreamConfig, TokenConfig, create_app
 from tools.demo import seed_demo
 from turn import TurnModels
+
+
+def delivery_limits(webhooks: WebhookSettings) -> DeliveryLimits:
+    return DeliveryLimits(
+        connect_timeout_s=webhooks.connect_timeout_s,
+        max_in_flight=webhooks.max_in_flight,
+        max_in_flight_per_org=webhooks.max_in_flight_per_org,
+        breaker=Breaker(failures=webhooks.breaker_failures, cooldown_s=webhooks.breaker_cooldown_s),
+    )
 
 
 def stream_config(settings: Settings) -> StreamConfig:
@@ -34,6 +43,8 @@ def stream_config(settings: Settings) -> StreamConfig:
         webhook_retry_s=tuple(settings.webhooks.retry_schedule_s),
         webhook_timeout_s=settings.webhooks.timeout_s,
         webhook_deliveries=settings.webhooks.deliver,
+        webhook_max_per_org=settings.webhooks.max_per_org,
+        webhook_limits=delivery_limits(settings.webhooks),
         mcp_allow_stdio=settings.mcp.allow_stdio,
         mcp_connect_timeout_s=settings.mcp.connect_timeout_s,
         egress=settings.egress.policy(),

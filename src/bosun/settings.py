@@ -108,7 +108,8 @@ class WorkerSettings(BaseModel):
 
 class WebhookSettings(BaseModel):
     """Outbound webhooks (docs/notifications.md): a failed delivery is retried after each
-    of ``retry_schedule_s`` in turn (Standard Webhooks' schedule: about a day), then failed."""
+    of ``retry_schedule_s`` in turn (Standard Webhooks' schedule: about a day), then failed.
+    The limits keep one org's slow or dead receivers from delaying every other org's."""
 
     retry_schedule_s: list[float] = Field(
         default_factory=lambda: [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0],
@@ -116,6 +117,39 @@ class WebhookSettings(BaseModel):
         description="Seconds before each retry after the first attempt; [] never retries.",
     )
     timeout_s: float = Field(default=10.0, gt=0, le=60.0, description="Per attempt.")
+    connect_timeout_s: float = Field(
+        default=3.0,
+        gt=0,
+        le=60.0,
+        description="Connecting to a receiver (at most timeout_s): a dead host fails fast.",
+    )
+    max_per_org: int = Field(
+        default=20, ge=1, le=10_000, description="Webhooks an org may have (else 409)."
+    )
+    max_in_flight: int = Field(
+        default=32,
+        ge=1,
+        le=100,  # the HTTP client's connection pool
+        description="Attempts this process makes at once.",
+    )
+    max_in_flight_per_org: int = Field(
+        default=4,
+        ge=1,
+        le=100,
+        description="Of those, at most this many for one org: a slow org cannot take them all.",
+    )
+    breaker_failures: int = Field(
+        default=5,
+        ge=1,
+        le=1000,
+        description="Failed attempts in a row that open a webhook's circuit.",
+    )
+    breaker_cooldown_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400.0,
+        description="How long an open circuit holds the webhook's deliveries back.",
+    )
     deliver: bool = Field(
         default=True, description="Send deliveries from this process (off: others send them)."
     )

@@ -40,12 +40,12 @@ from store._sessions import SessionRecord, TurnRecord, UsageRecord
 from store._spend import DaySpend, resets_at, utc_day
 from store._store import Store
 from store._tool_executions import ToolExecutionRecord, idempotency_key
+from store._webhook_claims import AttemptResult, Breaker, DueDelivery
 from store._webhook_rows import DELIVERIES_KEY
 from store._webhooks import (
     AttemptRecord,
-    AttemptResult,
     DeliveryRecord,
-    DueDelivery,
+    WebhookLimitError,
     WebhookRecord,
     Webhooks,
 )
@@ -73,6 +73,7 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "Base",
+    "Breaker",
     "Claim",
     "DaySpend",
     "DayUsage",
@@ -106,6 +107,7 @@ __all__ = [
     "ToolExecutionRecord",
     "TurnRecord",
     "UsageRecord",
+    "WebhookLimitError",
     "WebhookRecord",
     "Webhooks",
     "idempotency_key",

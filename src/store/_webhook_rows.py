@@ -33,6 +33,9 @@ class WebhookRow(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     created_by: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # the circuit breaker: failed attempts in a row, and until when deliveries wait
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    circuit_open_until: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class DeliveryRow(Base):
@@ -77,9 +80,10 @@ def enqueue_deliveries(
     conn: Connection, org_id: str, notice_id: int, notice_type: str, now: datetime
 ) -> int:
     """Queue the notice for every enabled webhook of the org that wants its type (an empty
-    list of types wants all); returns how many were queued."""
+    list of types wants all), due now or when the webhook's open circuit closes; returns
+    how many were queued."""
     hooks = conn.execute(
-        select(WebhookRow.id, WebhookRow.event_types).where(
+        select(WebhookRow.id, WebhookRow.event_types, WebhookRow.circuit_open_until).where(
             WebhookRow.org_id == org_id, WebhookRow.enabled.is_(True)
         )
     ).all()
@@ -92,11 +96,11 @@ def enqueue_deliveries(
             "notice_type": notice_type,
             "status": "pending",
             "attempts": 0,
-            "next_attempt_at": now,
+            "next_attempt_at": max(now, open_until) if open_until else now,  # circuit open
             "created_at": now,
             "updated_at": now,
         }
-        for hook_id, types in hooks
+        for hook_id, types, open_until in hooks
         if not types or notice_type in types
     ]
     if rows:

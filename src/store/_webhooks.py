@@ -5,25 +5,43 @@ store only for the delivery worker that signs with them, and once, when made. De
 are claimed with a conditional update (``claim_due``): of several workers racing for one
 due delivery exactly one wins the attempt, and a worker that dies mid-attempt gives it
 back when its claim's lease runs out (the attempt is then made again: at least once).
+
+One org must not hold up another's deliveries: an org has at most ``max_per_org``
+webhooks, ``claim_due`` takes one delivery per webhook and deals them out round-robin
+across orgs (an org's share shrinking with what this worker already sends for it), and a
+webhook whose attempts keep failing has its circuit opened (``Breaker``): its deliveries
+wait out the cool-down instead of taking a worker's time; none is dropped.
 """
 
 from __future__ import annotations
 
 import base64
 import secrets
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._db import Database
 from store._hooks import SECRET_PREFIX
 from store._models import utcnow
-from store._notices import NoticeRow
 from store._org_keys import SecretBox, require_box
+from store._webhook_claims import (
+    AttemptResult,
+    Breaker,
+    DueDelivery,
+    count_attempt,
+    due_records,
+    fair_due,
+)
 from store._webhook_rows import AttemptRow, DeliveryRow, WebhookRow, new_id
+
+
+class WebhookLimitError(Exception):
+    """An org asked for more webhooks than ``webhooks.max_per_org`` allows."""
 
 
 def new_secret() -> str:
@@ -40,6 +58,12 @@ class WebhookRecord:
     enabled: bool
     created_by: str
     created_at: datetime
+    consecutive_failures: int = 0
+    circuit_open_until: datetime | None = None
+
+    def circuit_open(self, now: datetime) -> bool:
+        """Whether its deliveries are held back now (the breaker tripped, cool-down on)."""
+        return self.circuit_open_until is not None and self.circuit_open_until > now
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,35 +88,6 @@ class DeliveryRecord:
     attempts: list[AttemptRecord]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DueDelivery:
-    """A delivery this worker claimed: what to send, where, and as which attempt."""
-
-    id: str
-    claim: str
-    webhook_id: str
-    url: str
-    secret_enc: str
-    number: int
-    notice_id: int
-    notice_type: str
-    notice_data: dict[str, Any]
-    notice_created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptResult:
-    """How one attempt went: an HTTP status, or the class of the error that stopped it."""
-
-    status_code: int | None
-    error: str | None
-    duration_ms: int
-
-    @property
-    def ok(self) -> bool:
-        return self.status_code is not None and 200 <= self.status_code < 300
-
-
 _WEBHOOK_COLUMNS = (
     WebhookRow.id,
     WebhookRow.org_id,
@@ -101,6 +96,8 @@ _WEBHOOK_COLUMNS = (
     WebhookRow.enabled,
     WebhookRow.created_by,
     WebhookRow.created_at,
+    WebhookRow.consecutive_failures,
+    WebhookRow.circuit_open_until,
 )
 
 
@@ -117,9 +114,18 @@ class Webhooks:
         )
 
     async def create(
-        self, org_id: str, *, url: str, event_types: list[str], secret: str | None, by: str
+        self,
+        org_id: str,
+        *,
+        url: str,
+        event_types: list[str],
+        secret: str | None,
+        by: str,
+        max_per_org: int | None = None,
     ) -> tuple[WebhookRecord, str]:
-        """Add an endpoint; returns it and its secret (``secret`` or a new one), once."""
+        """Add an endpoint; returns it and its secret (``secret`` or a new one), once.
+        ``WebhookLimitError`` if the org has ``max_per_org`` already (counted under a lock
+        per org on PostgreSQL, and in SQLite's one writer, so racing adds cannot pass it)."""
         box = self._require_box()
         secret = secret or new_secret()
         record = WebhookRecord(
@@ -133,8 +139,23 @@ class Webhooks:
         )
         values = {**asdict(record), "secret_enc": box.encrypt(secret)}
         async with self._db.write() as conn:
+            if max_per_org is not None:
+                await self._check_room(conn, org_id, max_per_org)
             await conn.execute(insert(WebhookRow).values(**values))
         return record, secret
+
+    async def _check_room(self, conn: AsyncConnection, org_id: str, max_per_org: int) -> None:
+        if self._db.dialect == "postgresql":
+            key = func.hashtext(f"webhooks:{org_id}")
+            await conn.execute(select(func.pg_advisory_xact_lock(key)))
+        count = await conn.scalar(
+            select(func.count()).select_from(WebhookRow).where(WebhookRow.org_id == org_id)
+        )
+        if (count or 0) >= max_per_org:
+            raise WebhookLimitError(
+                f"The org has {count} webhooks, the most allowed (webhooks.max_per_org="
+                f"{max_per_org}); delete one or point one at a receiver that fans out"
+            )
 
     async def of_org(self, org_id: str) -> list[WebhookRecord]:
         query = select(*_WEBHOOK_COLUMNS).where(WebhookRow.org_id == org_id)
@@ -195,22 +216,29 @@ class Webhooks:
         """The plaintext secret to sign ``due`` with (``SecretsKeyError`` without a key)."""
         return self._require_box().decrypt(due.secret_enc)
 
-    async def claim_due(self, *, lease_s: float, limit: int = 20) -> list[DueDelivery]:
-        """Claim up to ``limit`` due deliveries for one attempt each, held for ``lease_s``.
+    async def claim_due(
+        self,
+        *,
+        lease_s: float,
+        limit: int = 20,
+        per_org: int | None = None,
+        busy: Mapping[str, int] | None = None,
+        skip_webhooks: Collection[str] = (),
+    ) -> list[DueDelivery]:
+        """Claim up to ``limit`` due deliveries for one attempt each, held for ``lease_s``:
+        the oldest of each webhook (not of ``skip_webhooks``, nor of one whose circuit is
+        open), dealt round-robin across orgs, at most ``per_org`` of an org counting the
+        ``busy`` attempts the caller already makes for it.
 
         Each claim is an update conditional on the delivery still being due, so racing
         workers (PostgreSQL re-checks the condition after the row lock) never both win."""
         now = utcnow()
         due = (DeliveryRow.status == "pending", DeliveryRow.next_attempt_at <= now)
+        query = fair_due(
+            now, limit=limit, per_org=per_org or limit, busy=busy or {}, skip=skip_webhooks
+        )
         async with self._db.write() as conn:
-            ids = (
-                await conn.scalars(
-                    select(DeliveryRow.id)
-                    .where(*due)
-                    .order_by(DeliveryRow.next_attempt_at)
-                    .limit(limit)
-                )
-            ).all()
+            ids: list[str] = list((await conn.scalars(query)).all())
             won: dict[str, str] = {}
             for delivery_id in ids:
                 token = secrets.token_hex(16)
@@ -227,21 +255,23 @@ class Webhooks:
                 )
                 if result.first() is not None:
                     won[delivery_id] = token
-            return await _due_records(conn, won) if won else []
+            return await due_records(conn, won) if won else []
 
     async def finish(
-        self, due: DueDelivery, result: AttemptResult, *, retry_at: datetime | None
-    ) -> None:
+        self,
+        due: DueDelivery,
+        result: AttemptResult,
+        *,
+        retry_at: datetime | None,
+        breaker: Breaker | None = None,
+    ) -> datetime | None:
         """Record the attempt and settle the delivery: ``delivered``, due again at
         ``retry_at``, or ``failed`` (no retry left). A claim that lapsed meanwhile (another
-        worker took the delivery over) still records its attempt, and changes nothing else."""
+        worker took the delivery over) still records its attempt, and changes nothing else.
+
+        With a ``breaker`` the attempt also counts for the webhook's circuit; returns until
+        when the circuit is open if this failure opened it (the retry waits as long)."""
         now = utcnow()
-        if result.ok:
-            settle: dict[str, Any] = {"status": "delivered", "next_attempt_at": None}
-        elif retry_at is not None:
-            settle = {"status": "pending", "next_attempt_at": retry_at}
-        else:
-            settle = {"status": "failed", "next_attempt_at": None}
         async with self._db.write() as conn:
             await conn.execute(
                 insert(AttemptRow).values(
@@ -253,11 +283,21 @@ class Webhooks:
                     duration_ms=result.duration_ms,
                 )
             )
+            opened = (
+                None if breaker is None else await count_attempt(conn, due, result, breaker, now)
+            )
+            if result.ok:
+                settle: dict[str, Any] = {"status": "delivered", "next_attempt_at": None}
+            elif retry_at is not None:
+                settle = {"status": "pending", "next_attempt_at": max(retry_at, opened or now)}
+            else:
+                settle = {"status": "failed", "next_attempt_at": None}
             await conn.execute(
                 update(DeliveryRow)
                 .where(DeliveryRow.id == due.id, DeliveryRow.claim == due.claim)
                 .values(**settle, claim=None, updated_at=now)
             )
+        return opened
 
 
 async def _attempts_of(conn: AsyncConnection, ids: list[str]) -> dict[str, list[AttemptRecord]]:
@@ -280,37 +320,3 @@ async def _attempts_of(conn: AsyncConnection, ids: list[str]) -> dict[str, list[
             )
         )
     return found
-
-
-async def _due_records(conn: AsyncConnection, won: dict[str, str]) -> list[DueDelivery]:
-    query = (
-        select(
-            DeliveryRow.id,
-            DeliveryRow.webhook_id,
-            DeliveryRow.attempts,
-            DeliveryRow.notice_id,
-            DeliveryRow.notice_type,
-            WebhookRow.url,
-            WebhookRow.secret_enc,
-            NoticeRow.data,
-            NoticeRow.created_at,
-        )
-        .join(WebhookRow, WebhookRow.id == DeliveryRow.webhook_id)
-        .join(NoticeRow, NoticeRow.id == DeliveryRow.notice_id)
-        .where(DeliveryRow.id.in_(list(won)))
-    )
-    return [
-        DueDelivery(
-            id=r.id,
-            claim=won[r.id],
-            webhook_id=r.webhook_id,
-            url=r.url,
-            secret_enc=r.secret_enc,
-            number=r.attempts,
-            notice_id=r.notice_id,
-            notice_type=r.notice_type,
-            notice_data=r.data,
-            notice_created_at=r.created_at,
-        )
-        for r in (await conn.execute(query)).all()
-    ]

@@ -5,8 +5,10 @@ page. The turn itself lives in ``turn``: routes start it and only tail the log i
 from stream._api import StreamConfig
 from stream._app import create_app
 from stream._auth import TokenConfig, mint_token
+from stream._deliveries import DeliveryLimits
 
 __all__ = [
+    "DeliveryLimits",
     "StreamConfig",
     "TokenConfig",
     "create_app",

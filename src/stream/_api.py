@@ -24,6 +24,7 @@ from fleet import (
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import MAX_CONTEXT_KEYS, UUID_PATTERN, MessageText
+from stream._deliveries import DeliveryLimits
 from tools import McpPool  # at run time: Litestar reads the fields of Services
 from turn import ModelResolver, TurnKit, TurnRunner
 
@@ -53,6 +54,10 @@ class StreamConfig:
     """How long one webhook delivery attempt may take."""
     webhook_deliveries: bool = True
     """Whether this process sends webhook deliveries (other workers may, if it does not)."""
+    webhook_max_per_org: int = 20
+    """Webhooks one org may have; one more is 409 ``webhook_limit``."""
+    webhook_limits: DeliveryLimits = field(default_factory=DeliveryLimits)
+    """How much of the delivery worker one org or webhook may take (concurrency, breaker)."""
     mcp_allow_stdio: bool = True
     """Whether orgs may add stdio MCP toolsets (commands run with this server's rights)."""
     mcp_connect_timeout_s: float = 10.0

@@ -229,6 +229,7 @@ class _Workers:
             retry_s=config.webhook_retry_s,
             timeout_s=config.webhook_timeout_s,
             egress=config.egress,
+            limits=config.webhook_limits,
         )
 
     async def start(self) -> None:

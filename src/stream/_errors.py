@@ -57,6 +57,7 @@ ErrorCode = Literal[
     "model_not_allowed",
     "invalid_webhook_url",
     "invalid_webhook_secret",
+    "webhook_limit",
     "invalid_toolset",
     "stdio_disabled",
     "secrets_unavailable",

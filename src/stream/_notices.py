@@ -17,7 +17,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from litestar import delete, get, post
@@ -25,7 +25,16 @@ from litestar.params import FromPath, HeaderParameter, JSONBody
 from litestar.response import Stream
 from pydantic import BaseModel, Field
 
-from store import NoticeRecord, NoticeType, SecretsKeyError, Store, WebhookRecord, notice_key
+from store import (
+    NoticeRecord,
+    NoticeType,
+    SecretsKeyError,
+    Store,
+    WebhookLimitError,
+    WebhookRecord,
+    notice_key,
+    utcnow,
+)
 from stream._agents import require_manager as agents_require_manager
 from stream._api import AuthedRequest, RequestBody, ServicesDep
 from stream._auth import Principal
@@ -127,12 +136,23 @@ class WebhookIn(RequestBody):
     )
 
 
+class CircuitOut(BaseModel):
+    """The webhook's circuit breaker: ``open`` after too many failed attempts in a row."""
+
+    state: Literal["closed", "open"] = Field(
+        description="open: its deliveries wait until open_until (none is dropped)"
+    )
+    open_until: datetime | None = Field(description="When the next attempt may be made.")
+    consecutive_failures: int = Field(description="Failed attempts since the last success.")
+
+
 class WebhookOut(BaseModel):
     id: str
     url: str
     event_types: list[str] = Field(description="The notice types it gets; [] every type.")
     enabled: bool
     created_at: datetime
+    circuit: CircuitOut
 
 
 class WebhookCreated(WebhookOut):
@@ -158,6 +178,7 @@ class DeliveryOut(BaseModel):
 
 
 class DeliveryPage(BaseModel):
+    circuit: CircuitOut = Field(description="The webhook's circuit, as its deliveries see it.")
     deliveries: list[DeliveryOut]
     next_before: int | None = Field(
         description="Pass as `before` for the next page; null on the last page."
@@ -190,6 +211,15 @@ def _checked_secret(secret: str | None) -> str | None:
     return secret
 
 
+def _circuit(hook: WebhookRecord) -> CircuitOut:
+    is_open = hook.circuit_open(utcnow())
+    return CircuitOut(
+        state="open" if is_open else "closed",
+        open_until=hook.circuit_open_until if is_open else None,
+        consecutive_failures=hook.consecutive_failures,
+    )
+
+
 def _out(hook: WebhookRecord) -> WebhookOut:
     return WebhookOut(
         id=hook.id,
@@ -197,6 +227,7 @@ def _out(hook: WebhookRecord) -> WebhookOut:
         event_types=hook.event_types,
         enabled=hook.enabled,
         created_at=hook.created_at,
+        circuit=_circuit(hook),
     )
 
 
@@ -215,9 +246,12 @@ async def create_webhook(
             event_types=sorted(set(data.event_types)),
             secret=secret,
             by=principal.user_id,
+            max_per_org=services.config.webhook_max_per_org,
         )
     except SecretsKeyError as exc:
         raise ApiError(400, "invalid_request", str(exc)) from None
+    except WebhookLimitError as exc:
+        raise ApiError(409, "webhook_limit", str(exc)) from None
     return WebhookCreated(**_out(hook).model_dump(), secret=secret)
 
 
@@ -248,7 +282,8 @@ async def webhook_deliveries(
 ) -> DeliveryPage:
     require_manager(request.user)
     store = services.store
-    if await store.webhooks.get(request.user.org_id, webhook_id) is None:
+    hook = await store.webhooks.get(request.user.org_id, webhook_id)
+    if hook is None:
         raise ApiError(404, "not_found", f"No webhook {webhook_id!r}")
     found = await store.webhooks.deliveries(webhook_id, limit=limit, before=before)
     deliveries = [
@@ -264,6 +299,7 @@ async def webhook_deliveries(
         for d in found
     ]
     return DeliveryPage(
+        circuit=_circuit(hook),
         deliveries=deliveries,
         next_before=found[-1].notice_id if len(found) == limit else None,
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from bosun.app import stream_config
 from bosun.settings import (
     DEV_JWT_SECRET,
     ModelSettings,
@@ -16,6 +17,8 @@ from bosun.settings import (
     config_file,
     load_settings,
 )
+from store import Breaker
+from stream import DeliveryLimits
 
 
 @pytest.fixture(autouse=True)
@@ -214,3 +217,21 @@ def test_log_level_and_format_are_case_insensitive(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("BOSUN_LOG_FORMAT", "JSON")
     settings = load_settings()
     assert (settings.log_level, settings.log_format) == ("debug", "json")
+
+
+def test_webhook_limits_reach_the_delivery_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOSUN_WEBHOOKS__MAX_PER_ORG", "5")
+    monkeypatch.setenv("BOSUN_WEBHOOKS__BREAKER_COOLDOWN_S", "60")
+    settings = Settings(webhooks={"connect_timeout_s": 1.5, "max_in_flight_per_org": 2})  # type: ignore[arg-type]
+
+    config = stream_config(settings)
+
+    assert config.webhook_max_per_org == 5
+    assert config.webhook_limits == DeliveryLimits(
+        connect_timeout_s=1.5,
+        max_in_flight=32,
+        max_in_flight_per_org=2,
+        breaker=Breaker(failures=5, cooldown_s=60.0),
+    )
+    with pytest.raises(ValidationError):
+        Settings(webhooks={"max_in_flight": 500})  # type: ignore[arg-type]  # past the pool
