@@ -21,6 +21,7 @@ from fleet import AgentNotFoundError, AgentPausedError, AgentRateLimitedError, R
 from store import SecretsKeyError
 from stream._agents import agent_or_404, require_manager
 from stream._api import AuthedRequest, HookOut, RunOut, ServicesDep
+from stream._bounds import check_json_text
 from stream._errors import ApiError
 from stream._runs import limited, run_out
 
@@ -63,6 +64,7 @@ async def receive_hook(
         payload = Webhook(secret).verify(body, dict(request.headers))
     except Exception:  # a missing, malformed, stale or wrong signature: all the same 401
         raise ApiError(401, "unauthorized", _REFUSED) from None
+    check_json_text(payload)  # a signed payload is a body like any other: no NUL, no lone surrogate
     try:
         agent = await services.agents.get(org, handle)
         run, _ = await services.runs.submit(
