@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from stream._api import ProtocolBody
 from stream._auth import PUBLIC_PATHS
-from stream._bounds import PATH_IDS
+from stream._bounds import PATH_IDS, TEXT_PATTERN
 
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
@@ -49,6 +49,22 @@ _KEYWORDS = {_keyword(f.name): f.name for f in fields(Schema)}
 _SUBSCHEMA = {"items", "not", "if", "then", "else", "contains", "propertyNames", "contentSchema"}
 _SUBSCHEMA_LISTS = {"allOf", "anyOf", "oneOf", "prefixItems"}
 _SUBSCHEMA_MAPS = {"properties", "patternProperties", "dependentSchemas"}
+_ANNOTATIONS = {"title", "description", "default", "examples", "deprecated"}
+JSON_VALUE_REF = "#/components/schemas/JsonValue"
+JSON_VALUE_SCHEMA = Schema(
+    description="Any JSON value whose strings and keys hold no NUL character (nor a lone "
+    "UTF-16 surrogate, which no JSON Schema can state): no database keeps one.",
+    any_of=[
+        Schema(type=[OpenAPIType.NULL, OpenAPIType.BOOLEAN, OpenAPIType.NUMBER]),
+        Schema(type=OpenAPIType.STRING, pattern=TEXT_PATTERN),
+        Schema(type=OpenAPIType.ARRAY, items=Reference(ref=JSON_VALUE_REF)),
+        Schema(
+            type=OpenAPIType.OBJECT,
+            additional_properties=Reference(ref=JSON_VALUE_REF),
+            property_names=Schema(pattern=TEXT_PATTERN),
+        ),
+    ],
+)
 SSE_EVENT_SCHEMA = Schema(
     type=OpenAPIType.OBJECT,
     description="One frame: `id` the log's seq, `event` the type, `data` the event as JSON.",
@@ -93,13 +109,44 @@ def schema_of(json_schema: Mapping[str, Any]) -> Schema:
         if keyword == "type" and isinstance(value, str):
             value = OpenAPIType(value)
         elif keyword in _SUBSCHEMA or (keyword == "additionalProperties" and value is not False):
-            value = schema_of(value if isinstance(value, Mapping) else {})
+            value = _subschema(value if isinstance(value, Mapping) else {})
         elif keyword in _SUBSCHEMA_LISTS:
-            value = [schema_of(v) for v in value]
+            value = [_subschema(v) for v in value]
         elif keyword in _SUBSCHEMA_MAPS:
-            value = {k: schema_of(v) for k, v in value.items()}
+            value = {k: _subschema(v) for k, v in value.items()}
         kwargs[_KEYWORDS[keyword]] = value
     return Schema(**kwargs)
+
+
+def _subschema(json_schema: Mapping[str, Any]) -> Schema | Reference:
+    ref = json_schema.get("$ref")
+    return Reference(ref=ref) if isinstance(ref, str) else schema_of(json_schema)
+
+
+def keepable(json_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``json_schema`` stating what ``_bounds.check_json_body`` checks: a string without a
+    pattern (or enum) gets ``TEXT_PATTERN``; a value of any type, and the members of an
+    object open to any, become a ``JsonValue``, whose keys state ``TEXT_PATTERN``."""
+    if json_schema.keys() <= _ANNOTATIONS:  # any JSON value
+        return {**json_schema, "allOf": [{"$ref": JSON_VALUE_REF}]}
+    stated: dict[str, Any] = dict(json_schema)
+    for keyword, value in json_schema.items():
+        if keyword in _SUBSCHEMA or keyword == "additionalProperties":
+            stated[keyword] = keepable(value) if isinstance(value, Mapping) else value
+        elif keyword in _SUBSCHEMA_LISTS:
+            stated[keyword] = [keepable(v) for v in value]
+        elif keyword in _SUBSCHEMA_MAPS:
+            stated[keyword] = {k: keepable(v) for k, v in value.items()}
+    if stated.get("additionalProperties") is True:
+        stated["additionalProperties"] = {"$ref": JSON_VALUE_REF}
+    if stated.get("additionalProperties", False) is not False:
+        stated.setdefault("propertyNames", {"pattern": TEXT_PATTERN})
+    kinds = stated.get("type")
+    if (kinds == "string" or (isinstance(kinds, list) and "string" in kinds)) and not (
+        {"pattern", "enum", "const"} & stated.keys()
+    ):
+        stated["pattern"] = TEXT_PATTERN
+    return stated
 
 
 def _inlined(json_schema: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +212,7 @@ class BodySchemaPlugin(OpenAPISchemaPlugin):
     ) -> Schema:
         model: type[BaseModel] = field_definition.annotation
         json_schema = _chosen(_inlined(model.model_json_schema(mode="validation")), self.choices)
+        json_schema = keepable(json_schema)
         for name, keywords in self.settings.items():
             if name in json_schema["properties"]:
                 json_schema["properties"][name].update(keywords)
@@ -185,6 +233,7 @@ def document(app: Litestar) -> None:
     assert openapi.components is not None
     schemas = openapi.components.schemas = dict(openapi.components.schemas or {})
     schemas["Error"] = ERROR_SCHEMA
+    schemas["JsonValue"] = JSON_VALUE_SCHEMA
     error = OpenAPIMediaType(schema=Reference(ref="#/components/schemas/Error"))
     public = [re.compile(p) for p in PUBLIC_PATHS]
     for route in app.routes:
@@ -197,6 +246,7 @@ def document(app: Litestar) -> None:
                 if operation is None:
                     continue
                 _ids(operation)
+                _texts(operation)
                 _errors(operation, error)
                 if handler.parsed_fn_signature.return_type.annotation is Stream:
                     ok = operation.responses[str(handler.status_code)]
@@ -212,6 +262,21 @@ def _ids(operation: Operation) -> None:
             pattern = PATH_IDS.get(parameter.name, (None, ""))[0]
             if pattern is not None and isinstance(parameter.schema, Schema):
                 parameter.schema.pattern = pattern
+
+
+def _texts(operation: Operation) -> None:
+    """Path, query and header strings state ``TEXT_PATTERN``, as ``check_params`` checks."""
+    for parameter in operation.parameters or []:
+        if isinstance(parameter, Parameter) and isinstance(parameter.schema, Schema):
+            for schema in [parameter.schema, *(parameter.schema.one_of or [])]:
+                if (
+                    isinstance(schema, Schema)
+                    and schema.type == OpenAPIType.STRING
+                    and schema.pattern is None
+                    and schema.enum is None
+                    and schema.const is None
+                ):
+                    schema.pattern = TEXT_PATTERN
 
 
 def _errors(operation: Operation, error: OpenAPIMediaType) -> None:

@@ -7,6 +7,7 @@ SQLite a webhook with a lone surrogate started a run whose pages then answered 5
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,7 @@ from standardwebhooks.webhooks import Webhook
 
 from conftest import Server, ServerFactory
 from providers import ScriptedModel
-from stream._bounds import text_flaw, value_flaw
+from stream._bounds import TEXT_PATTERN, text_flaw, value_flaw
 from turn import TurnModels
 
 UNKEEPABLE = ["a\x00b", "a\ud800b", "\udc00", "\ud83d"]
@@ -186,3 +187,44 @@ def test_text_flaw_says_what_to_do() -> None:
         "contains a lone surrogate (\\udc01); send whole characters (surrogate pairs)"
     )
     assert text_flaw("fine \U0001f600") is None
+
+
+def _string_schemas(schema: Any, components: dict[str, Any], seen: set[str]) -> list[Any]:
+    """The string schemas in ``schema``, following references (each component once)."""
+    if isinstance(schema, list):
+        return [s for item in schema for s in _string_schemas(item, components, seen)]
+    if not isinstance(schema, dict):
+        return []
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[1]
+        if name in seen:
+            return []
+        seen.add(name)
+        return _string_schemas(components[name], components, seen)
+    kinds = schema.get("type")
+    own = [schema] if kinds == "string" or (isinstance(kinds, list) and "string" in kinds) else []
+    return own + [s for v in schema.values() for s in _string_schemas(v, components, seen)]
+
+
+async def test_the_openapi_states_that_request_strings_hold_no_nul(
+    make_server: ServerFactory,
+) -> None:
+    async with make_server() as server:
+        schema = (await server.client.get("/schema/openapi.json")).json()
+    components = schema["components"]["schemas"]
+    strings = []
+    for item in schema["paths"].values():
+        for operation in item.values():
+            body = operation.get("requestBody", {}).get("content", {})
+            for part in [*body.values(), *operation.get("parameters", [])]:
+                strings += _string_schemas(part["schema"], components, set())
+    assert len(strings) > 100
+    nul = ["\x00", "a\x00b", "https://example.com/\x00", "0\x00"]
+    for string in strings:
+        if "enum" not in string and "const" not in string:
+            assert not any(re.search(string["pattern"], text) for text in nul), string
+    run_in = components["RunIn"]["properties"]["context"]["anyOf"][0]
+    assert run_in["additionalProperties"] == {"$ref": "#/components/schemas/JsonValue"}
+    assert run_in["propertyNames"] == {"pattern": TEXT_PATTERN}
+    assert "NUL" in components["JsonValue"]["description"]
