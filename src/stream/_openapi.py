@@ -49,22 +49,6 @@ _KEYWORDS = {_keyword(f.name): f.name for f in fields(Schema)}
 _SUBSCHEMA = {"items", "not", "if", "then", "else", "contains", "propertyNames", "contentSchema"}
 _SUBSCHEMA_LISTS = {"allOf", "anyOf", "oneOf", "prefixItems"}
 _SUBSCHEMA_MAPS = {"properties", "patternProperties", "dependentSchemas"}
-_ANNOTATIONS = {"title", "description", "default", "examples", "deprecated"}
-JSON_VALUE_REF = "#/components/schemas/JsonValue"
-JSON_VALUE_SCHEMA = Schema(
-    description="Any JSON value whose strings and keys hold no NUL character (nor a lone "
-    "UTF-16 surrogate, which no JSON Schema can state): no database keeps one.",
-    any_of=[
-        Schema(type=[OpenAPIType.NULL, OpenAPIType.BOOLEAN, OpenAPIType.NUMBER]),
-        Schema(type=OpenAPIType.STRING, pattern=TEXT_PATTERN),
-        Schema(type=OpenAPIType.ARRAY, items=Reference(ref=JSON_VALUE_REF)),
-        Schema(
-            type=OpenAPIType.OBJECT,
-            additional_properties=Reference(ref=JSON_VALUE_REF),
-            property_names=Schema(pattern=TEXT_PATTERN),
-        ),
-    ],
-)
 SSE_EVENT_SCHEMA = Schema(
     type=OpenAPIType.OBJECT,
     description="One frame: `id` the log's seq, `event` the type, `data` the event as JSON.",
@@ -109,26 +93,20 @@ def schema_of(json_schema: Mapping[str, Any]) -> Schema:
         if keyword == "type" and isinstance(value, str):
             value = OpenAPIType(value)
         elif keyword in _SUBSCHEMA or (keyword == "additionalProperties" and value is not False):
-            value = _subschema(value if isinstance(value, Mapping) else {})
+            value = schema_of(value if isinstance(value, Mapping) else {})
         elif keyword in _SUBSCHEMA_LISTS:
-            value = [_subschema(v) for v in value]
+            value = [schema_of(v) for v in value]
         elif keyword in _SUBSCHEMA_MAPS:
-            value = {k: _subschema(v) for k, v in value.items()}
+            value = {k: schema_of(v) for k, v in value.items()}
         kwargs[_KEYWORDS[keyword]] = value
     return Schema(**kwargs)
 
 
-def _subschema(json_schema: Mapping[str, Any]) -> Schema | Reference:
-    ref = json_schema.get("$ref")
-    return Reference(ref=ref) if isinstance(ref, str) else schema_of(json_schema)
-
-
 def keepable(json_schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``json_schema`` stating what ``_bounds.check_json_body`` checks: a string without a
-    pattern (or enum) gets ``TEXT_PATTERN``; a value of any type, and the members of an
-    object open to any, become a ``JsonValue``, whose keys state ``TEXT_PATTERN``."""
-    if json_schema.keys() <= _ANNOTATIONS:  # any JSON value
-        return {**json_schema, "allOf": [{"$ref": JSON_VALUE_REF}]}
+    """``json_schema`` with every string that has no pattern (nor enum) stating
+    ``TEXT_PATTERN``, as ``_bounds.check_json_body`` checks. A value of any type is left
+    open: the rule for its strings is in the document's description (JSON Schema could
+    only state it recursively, which fuzzers cannot generate for)."""
     stated: dict[str, Any] = dict(json_schema)
     for keyword, value in json_schema.items():
         if keyword in _SUBSCHEMA or keyword == "additionalProperties":
@@ -137,10 +115,6 @@ def keepable(json_schema: Mapping[str, Any]) -> dict[str, Any]:
             stated[keyword] = [keepable(v) for v in value]
         elif keyword in _SUBSCHEMA_MAPS:
             stated[keyword] = {k: keepable(v) for k, v in value.items()}
-    if stated.get("additionalProperties") is True:
-        stated["additionalProperties"] = {"$ref": JSON_VALUE_REF}
-    if stated.get("additionalProperties", False) is not False:
-        stated.setdefault("propertyNames", {"pattern": TEXT_PATTERN})
     kinds = stated.get("type")
     if (kinds == "string" or (isinstance(kinds, list) and "string" in kinds)) and not (
         {"pattern", "enum", "const"} & stated.keys()
@@ -233,7 +207,6 @@ def document(app: Litestar) -> None:
     assert openapi.components is not None
     schemas = openapi.components.schemas = dict(openapi.components.schemas or {})
     schemas["Error"] = ERROR_SCHEMA
-    schemas["JsonValue"] = JSON_VALUE_SCHEMA
     error = OpenAPIMediaType(schema=Reference(ref="#/components/schemas/Error"))
     public = [re.compile(p) for p in PUBLIC_PATHS]
     for route in app.routes:

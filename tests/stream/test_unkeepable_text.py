@@ -19,7 +19,7 @@ from standardwebhooks.webhooks import Webhook
 
 from conftest import Server, ServerFactory
 from providers import ScriptedModel
-from stream._bounds import TEXT_PATTERN, text_flaw, value_flaw
+from stream._bounds import text_flaw, value_flaw
 from turn import TurnModels
 
 UNKEEPABLE = ["a\x00b", "a\ud800b", "\udc00", "\ud83d"]
@@ -224,7 +224,4 @@ async def test_the_openapi_states_that_request_strings_hold_no_nul(
     for string in strings:
         if "enum" not in string and "const" not in string:
             assert not any(re.search(string["pattern"], text) for text in nul), string
-    run_in = components["RunIn"]["properties"]["context"]["anyOf"][0]
-    assert run_in["additionalProperties"] == {"$ref": "#/components/schemas/JsonValue"}
-    assert run_in["propertyNames"] == {"pattern": TEXT_PATTERN}
-    assert "NUL" in components["JsonValue"]["description"]
+    assert "NUL" in schema["info"]["description"]  # and of free-form values, in words
