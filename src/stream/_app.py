@@ -254,10 +254,21 @@ class _Workers:
         await services.store.close()
 
 
+TEXT_RULE = (
+    "No string a request carries (in a path, a query, a header or a JSON body, at any "
+    "depth, keys and free-form values such as `context` included) may hold a NUL character "
+    "(`\\u0000`) or a lone UTF-16 surrogate: no database keeps one. Such a request is 400 "
+    "`invalid_request`, naming the string by its JSON path, and stores nothing. Each "
+    "string's schema states the NUL rule as a `pattern`; free-form values cannot."
+)
+"""The document's description: the one rule every operation shares."""
+
+
 def _openapi_config(version: str) -> OpenAPIConfig:
     return OpenAPIConfig(
         title="Bosun",
         version=version,
+        description=TEXT_RULE,
         path="/schema",
         components=Components(
             security_schemes={

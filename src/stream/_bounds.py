@@ -2,8 +2,11 @@
 
 Litestar validates each route's typed parameters and pydantic validates the bodies; this
 module holds what neither can state per route: the ids in paths, which mean the same on
-every route, and the shape of a JSON body before it is decoded (``msgspec`` recurses once
-per nesting level, so a body of a few thousand brackets would exhaust the stack). Every
+every route, the shape of a JSON body before it is decoded (``msgspec`` recurses once
+per nesting level, so a body of a few thousand brackets would exhaust the stack), and
+text no database keeps: a NUL character (PostgreSQL refuses it in text and JSON) or a lone
+UTF-16 surrogate (no database encodes it, and no JSON encoder writes it back), in any
+string of a path, a query, a header or a JSON body, at any depth, keys included. Every
 refusal is a 400 ``invalid_request`` whose message says what to change. The OpenAPI
 states the same bounds (``_openapi``).
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from datetime import UTC, datetime
 from itertools import accumulate
 from typing import Annotated, Any
@@ -61,10 +65,16 @@ _BLANK_CLASS = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3
 MESSAGE_PATTERN = rf"^[{_BLANK_CLASS}]*[^\x00{_BLANK_CLASS}][^\x00]*$"
 """Some text besides whitespace, and no NUL (no database keeps one in text)."""
 
+TEXT_PATTERN = r"^[^\x00]*$"
+"""What every string a request carries must match: no NUL (nor, which JSON Schema cannot
+say, a lone surrogate)."""
+
 _PATH_ID_RES = {name: re.compile(pattern) for name, (pattern, _) in PATH_IDS.items()}
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_UNKEEPABLE = re.compile("[\x00\ud800-\udfff]")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _message_text(text: str) -> str:
@@ -151,9 +161,80 @@ def check_path_ids(path_params: dict[str, Any]) -> None:
             raise ApiError(400, "invalid_request", f"{name} must be {what}, not {value!r:.80}")
 
 
+def text_flaw(text: str) -> str | None:
+    """Why a database cannot keep ``text`` (a NUL, a lone surrogate), or None."""
+    found = _UNKEEPABLE.search(text)
+    if found is None:
+        return None
+    if found.group() == "\x00":
+        return "contains a NUL character (\\u0000); drop it"
+    escape = f"\\u{ord(found.group()):04x}"
+    return f"contains a lone surrogate ({escape}); send whole characters (surrogate pairs)"
+
+
+def _member(path: str, key: str | int) -> str:
+    """The JSON path of ``path``'s member ``key``: ``context.notes[2]``, ``a["b c"]``."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if _NAME.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key)}]"
+
+
+def value_flaw(value: Any) -> tuple[str, str] | None:
+    """The JSON path of the shallowest string (or key) in the decoded JSON ``value`` that a
+    database cannot keep, and why; None when there is none. Iterative: any depth."""
+    queue: deque[tuple[str, Any]] = deque([("", value)])
+    while queue:
+        path, item = queue.popleft()
+        if isinstance(item, str):
+            flaw = text_flaw(item)
+            if flaw is not None:
+                return path or "body", flaw
+        elif isinstance(item, dict):
+            for key, member in item.items():
+                flaw = text_flaw(key)
+                if flaw is not None:
+                    return path or "body", f"has a key that {flaw}"
+                queue.append((_member(path, key), member))
+        elif isinstance(item, list):
+            queue.extend((_member(path, i), member) for i, member in enumerate(item))
+    return None
+
+
+def check_json_text(value: Any) -> None:
+    """Refuse a decoded JSON body (or webhook payload) with a string a database cannot keep,
+    naming it by its JSON path as a validation error would."""
+    found = value_flaw(value)
+    if found is not None:
+        path, flaw = found
+        raise ApiError(400, "invalid_request", f"Invalid request: {path} (body): {flaw}")
+
+
+def check_params(request: Request[Any, Any, Any]) -> None:
+    """Refuse a path parameter, query parameter or header a database cannot keep (Litestar
+    decodes ``%00`` in a path or query to a NUL; an HTTP parser may let one through in a
+    header)."""
+    for source, items in (
+        ("path", request.path_params.items()),
+        ("query", request.query_params.multi_items()),
+        ("header", request.headers.multi_items()),
+    ):
+        for name, value in items:
+            if (flaw := text_flaw(name)) is not None:
+                message = f"Invalid request: a {source} parameter's name {flaw}"
+            elif isinstance(value, str) and (flaw := text_flaw(value)) is not None:
+                message = f"Invalid request: {name} ({source}): {flaw}"
+            else:
+                continue
+            raise ApiError(400, "invalid_request", message)
+
+
 def check_json_body(body: bytes) -> None:
-    """Refuse a body that is not UTF-8 or nests deeper than ``MAX_JSON_DEPTH``, before
-    it is decoded."""
+    """Refuse a body that is not UTF-8, nests deeper than ``MAX_JSON_DEPTH`` or holds a
+    string a database cannot keep, before Litestar decodes it (its decoder refuses a lone
+    surrogate without saying where). JSON text carries a NUL or a surrogate only as a
+    ``\\u`` escape, so a body without one is not decoded here."""
     try:
         body.decode()
     except UnicodeDecodeError as exc:
@@ -165,6 +246,12 @@ def check_json_body(body: bytes) -> None:
             "flatten it"
         )
         raise ApiError(400, "invalid_request", message)
+    if b"\\u" in body:
+        try:
+            value = json.loads(body)
+        except ValueError:
+            return  # not JSON: Litestar's decoder says so
+        check_json_text(value)
 
 
 def _not_json(constant: str) -> Any:
@@ -197,8 +284,10 @@ def run_context(body: bytes) -> dict[str, Any]:
 
 
 async def check_bounds(request: Request[Any, Any, Any]) -> None:
-    """The app's ``before_request`` hook: path ids, then the raw JSON body of routes that
-    take one. Runs after auth and routing, before any parameter is decoded."""
+    """The app's ``before_request`` hook: path ids, the text of the path, query and headers,
+    then the raw JSON body of routes that take one. Runs after auth and routing, before any
+    parameter is decoded."""
     check_path_ids(request.path_params)
+    check_params(request)
     if "data" in request.route_handler.parsed_fn_signature.parameters:
         check_json_body(await request.body())

@@ -65,7 +65,7 @@ async def receive_hook(
         Webhook(secret).verify(body, dict(request.headers), json_parse=False)
     except Exception:  # a missing, malformed, stale or wrong signature: all the same 401
         raise ApiError(401, "unauthorized", _REFUSED) from None
-    context = run_context(body)  # signed, but held to the run API's bounds all the same
+    context = run_context(body)  # signed, but held to the run API's bounds and text rule
     try:
         agent = await services.agents.get(org, handle)
         run, _ = await services.runs.submit(

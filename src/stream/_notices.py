@@ -45,7 +45,7 @@ from stream._sse import KEEPALIVE, SSE_HEADERS
 MAX_URL_CHARS = 2000
 SECRET_BYTES = (24, 64)
 """Standard Webhooks' bounds on a secret's decoded length."""
-URL_PATTERN = r"^https?://[^\s/?#@\[\]]+([/?#]\S*)?$"
+URL_PATTERN = r"^https?://[^\s\x00/?#@\[\]]+([/?#][^\s\x00]*)?$"
 SECRET_PATTERN = r"^whsec_[A-Za-z0-9+/]{32,86}={0,2}$"  # noqa: S105 (a pattern)
 URL_RE, SECRET_RE = re.compile(URL_PATTERN), re.compile(SECRET_PATTERN)
 

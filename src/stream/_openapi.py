@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from stream._api import ProtocolBody
 from stream._auth import PUBLIC_PATHS
-from stream._bounds import PATH_IDS
+from stream._bounds import PATH_IDS, TEXT_PATTERN
 
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
@@ -102,6 +102,27 @@ def schema_of(json_schema: Mapping[str, Any]) -> Schema:
     return Schema(**kwargs)
 
 
+def keepable(json_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``json_schema`` with every string that has no pattern (nor enum) stating
+    ``TEXT_PATTERN``, as ``_bounds.check_json_body`` checks. A value of any type is left
+    open: the rule for its strings is in the document's description (JSON Schema could
+    only state it recursively, which fuzzers cannot generate for)."""
+    stated: dict[str, Any] = dict(json_schema)
+    for keyword, value in json_schema.items():
+        if keyword in _SUBSCHEMA or keyword == "additionalProperties":
+            stated[keyword] = keepable(value) if isinstance(value, Mapping) else value
+        elif keyword in _SUBSCHEMA_LISTS:
+            stated[keyword] = [keepable(v) for v in value]
+        elif keyword in _SUBSCHEMA_MAPS:
+            stated[keyword] = {k: keepable(v) for k, v in value.items()}
+    kinds = stated.get("type")
+    if (kinds == "string" or (isinstance(kinds, list) and "string" in kinds)) and not (
+        {"pattern", "enum", "const"} & stated.keys()
+    ):
+        stated["pattern"] = TEXT_PATTERN
+    return stated
+
+
 def _inlined(json_schema: dict[str, Any]) -> dict[str, Any]:
     """``json_schema`` with its nested models (``$defs``, referred to by ``$ref``) written
     in place: a body's schema stands alone. Bodies nest no model in itself."""
@@ -165,6 +186,7 @@ class BodySchemaPlugin(OpenAPISchemaPlugin):
     ) -> Schema:
         model: type[BaseModel] = field_definition.annotation
         json_schema = _chosen(_inlined(model.model_json_schema(mode="validation")), self.choices)
+        json_schema = keepable(json_schema)
         for name, keywords in self.settings.items():
             if name in json_schema["properties"]:
                 json_schema["properties"][name].update(keywords)
@@ -197,6 +219,7 @@ def document(app: Litestar) -> None:
                 if operation is None:
                     continue
                 _ids(operation)
+                _texts(operation)
                 _errors(operation, error)
                 if handler.parsed_fn_signature.return_type.annotation is Stream:
                     ok = operation.responses[str(handler.status_code)]
@@ -212,6 +235,21 @@ def _ids(operation: Operation) -> None:
             pattern = PATH_IDS.get(parameter.name, (None, ""))[0]
             if pattern is not None and isinstance(parameter.schema, Schema):
                 parameter.schema.pattern = pattern
+
+
+def _texts(operation: Operation) -> None:
+    """Path, query and header strings state ``TEXT_PATTERN``, as ``check_params`` checks."""
+    for parameter in operation.parameters or []:
+        if isinstance(parameter, Parameter) and isinstance(parameter.schema, Schema):
+            for schema in [parameter.schema, *(parameter.schema.one_of or [])]:
+                if (
+                    isinstance(schema, Schema)
+                    and schema.type == OpenAPIType.STRING
+                    and schema.pattern is None
+                    and schema.enum is None
+                    and schema.const is None
+                ):
+                    schema.pattern = TEXT_PATTERN
 
 
 def _errors(operation: Operation, error: OpenAPIMediaType) -> None:

@@ -184,7 +184,7 @@ async def test_another_orgs_or_users_thread_id_is_a_thread_of_their_own(
         (body("t", "Hi", runId=""), "runId"),
         (body("t", "Hi", runId="r" * 201), "runId"),
         (body("t", "   "), "text"),
-        (body("t", "nul \x00 here"), "text"),
+        (body("t", "nul \x00 here"), "messages[0].content (body): contains a NUL"),
         (
             {
                 **body("t"),
