@@ -15,6 +15,10 @@ from conftest import free_port
 
 SERVER = Path(__file__).parent / "tools" / "mcp_server.py"
 SECRET_HEADER = "X-Api-Key"
+STDIO_PROGRAMS = [sys.executable]
+"""What the tests allow stdio toolsets to run (``mcp.stdio_commands``): the test server's
+interpreter."""
+ALLOW_STDIO_ENV = {"BOSUN_MCP__STDIO_COMMANDS": json.dumps(STDIO_PROGRAMS)}
 
 
 def stdio_command(state: Path) -> list[str]:

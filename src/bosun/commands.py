@@ -92,6 +92,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     except (ModelSpecError, SecretsKeyError) as exc:
         print(f"bosun serve: {exc}", file=sys.stderr)
         return 2
+    if warning := settings.mcp.stdio_warning():
+        print(warning, file=sys.stderr)
     if not args.no_migrate:
         asyncio.run(_migrate(settings.database_url, demo=settings.demo))
     if args.dev:

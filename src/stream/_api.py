@@ -52,8 +52,10 @@ class StreamConfig:
     """How long one webhook delivery attempt may take."""
     webhook_deliveries: bool = True
     """Whether this process sends webhook deliveries (other workers may, if it does not)."""
-    mcp_allow_stdio: bool = True
-    """Whether orgs may add stdio MCP toolsets (commands run with this server's rights)."""
+    mcp_stdio_commands: tuple[str, ...] = ()
+    """The programs stdio MCP toolsets may run (run with this server's rights); none: off."""
+    mcp_max_tools: int = 500
+    """Tools offered per MCP toolset; the rest are skipped."""
     mcp_connect_timeout_s: float = 10.0
     """Connecting to an MCP server and listing its tools."""
 

@@ -188,9 +188,12 @@ def _services(
     """What every route shares: the agents, the turn runner and the services around it."""
     from tools import McpPool  # here, not at import: see tools.__getattr__
 
-    mcp = McpPool(
-        store, allow_stdio=config.mcp_allow_stdio, connect_timeout_s=config.mcp_connect_timeout_s
-    )  # this worker's MCP connections
+    mcp = McpPool(  # this worker's MCP connections
+        store,
+        stdio_commands=config.mcp_stdio_commands,
+        max_tools=config.mcp_max_tools,
+        connect_timeout_s=config.mcp_connect_timeout_s,
+    )
     resolver = ModelResolver(models, store.org_keys)
     directory = AgentDirectory(
         store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit),

@@ -17,16 +17,17 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal
 
 import anyio
 import httpx2
 import structlog
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
@@ -41,8 +42,9 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from store import McpToolsetRecord, SecretsKeyError, Store, utcnow
-from tools._mcp_tools import Mapped, McpToolStatus, map_tools
+from store import McpToolsetRecord, SecretsKeyError, Store, stdio_refusal, utcnow
+from tools._mcp_stdio import StderrLog, stdio_transport
+from tools._mcp_tools import MAX_TOOLS, Mapped, McpToolStatus, SkippedTool, map_tools
 from tools._registry import ToolDef
 from tools._runtime import ToolError
 
@@ -53,6 +55,8 @@ BACKOFF_S = (1.0, 60.0)
 """The first retry of a failed connection after 1 s, doubling to at most 60 s."""
 CLOSE_TIMEOUT_S = 10.0
 MAX_PAGES = 20
+RELIST_DELAY_S = 0.2
+"""How long a change notice waits for more before the tools are listed again."""
 MAX_REASON_CHARS = 300
 _UNAVAILABLE_HINT = "The tool's server is unreachable now; go on without it or try later"
 _LOST = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
@@ -68,6 +72,11 @@ class McpStatus:
     since: datetime | None
     tools: list[McpToolStatus]
     skipped: list[str]
+    """The MCP names of the tools not offered (at most ``MAX_SKIPPED_SHOWN``)."""
+    skipped_reasons: list[SkippedTool] = field(default_factory=list)
+    """The same tools, each with why it was skipped."""
+    skipped_count: int = 0
+    """How many were skipped in all."""
 
 
 class _Link:
@@ -76,9 +85,9 @@ class _Link:
 
     def __init__(
         self,
-        target: Transport | StdioServerParameters,
+        target: Transport,
         *,
-        on_tools: Callable[[list[Tool]], None],
+        on_tools: Callable[[list[Tool]], Awaitable[None]],
         on_lost: Callable[[str], None],
         redact: Callable[[str], str],
         list_timeout_s: float,
@@ -155,10 +164,11 @@ class _Link:
         if capability and capability.list_changed and modern:
             listener = asyncio.create_task(self._listen(client), name="mcp-listen")
         try:
-            while (message := await self._inbox.get()) == "changed":
+            while (message := await self._next()) == "changed":
                 with anyio.fail_after(self._list_timeout_s):  # a stuck relist is a lost server
                     listed = await _list_tools(client)
-                self._on_tools(listed)
+                _log.info("mcp.relisted", tools=len(listed))
+                await self._on_tools(listed)
             if message != "stop":
                 raise ConnectionError(message)
         finally:
@@ -166,6 +176,17 @@ class _Link:
                 listener.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await listener
+
+    async def _next(self) -> str:
+        """The next message, a ``changed`` one with every notice that comes within
+        ``RELIST_DELAY_S`` behind it: a storm of them is one relist, and a ``stop`` or a
+        lost stream among them wins."""
+        message = await self._inbox.get()
+        if message == "changed" and not self._closing:
+            await asyncio.sleep(RELIST_DELAY_S)
+        while message == "changed" and not self._inbox.empty():
+            message = self._inbox.get_nowait()
+        return message
 
     async def _listen(self, client: Client) -> None:
         """A 2026-07-28 server tells of changes on a listen stream; its loss is the
@@ -185,6 +206,9 @@ class _Link:
             self._inbox.put_nowait("changed")
 
 
+_NOTHING = Mapped(tools=[], statuses=[], skipped=[])
+
+
 @dataclass(kw_only=True, eq=False)
 class _Entry:
     """What the pool knows of one toolset: the configuration it connected with, its state,
@@ -201,11 +225,11 @@ class _Entry:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def status(self) -> McpStatus:
-        listed = self.state == "connected"
+        mapped = self.mapped if self.state == "connected" else _NOTHING
         return McpStatus(
             name=self.record.name, state=self.state, error=self.error, since=self.since,
-            tools=list(self.mapped.statuses) if listed else [],
-            skipped=list(self.mapped.skipped) if listed else [],
+            tools=list(mapped.statuses), skipped=[s.mcp_name for s in mapped.skipped],
+            skipped_reasons=list(mapped.skipped), skipped_count=mapped.skipped_count,
         )  # fmt: skip
 
     def set_state(self, state: State, error: str | None = None) -> None:
@@ -216,18 +240,22 @@ class _Entry:
 
 class McpPool:
     """This worker's MCP connections, per (org, toolset). ``tools`` connects as needed;
-    ``status`` never does. ``backoff_s``: the first retry delay and the longest."""
+    ``status`` never does. ``stdio_commands``: the programs stdio toolsets may run (none:
+    stdio is off); ``max_tools``: tools offered per toolset; ``backoff_s``: the first retry
+    delay and the longest."""
 
     def __init__(
         self,
         store: Store,
         *,
-        allow_stdio: bool = True,
+        stdio_commands: Iterable[str] = (),
+        max_tools: int = MAX_TOOLS,
         connect_timeout_s: float = 10.0,
         backoff_s: tuple[float, float] = BACKOFF_S,
     ) -> None:
         self._store = store
-        self._allow_stdio = allow_stdio
+        self._stdio_commands = frozenset(stdio_commands)
+        self._max_tools = max_tools
         self._connect_timeout_s = connect_timeout_s
         self._backoff_s = backoff_s
         self._entries: dict[tuple[str, str], _Entry] = {}
@@ -301,9 +329,11 @@ class McpPool:
 
     async def _connect(self, entry: _Entry) -> None:
         record = entry.record
-        if record.transport == "stdio" and not self._allow_stdio:
+        if record.transport == "stdio" and (
+            refusal := stdio_refusal(record.command, self._stdio_commands)
+        ):
             entry.retry_at = math.inf  # until the operator's setting changes (a restart)
-            entry.set_state("down", "stdio servers are turned off on this server")
+            entry.set_state("down", refusal[:MAX_REASON_CHARS])
             return
         try:
             headers, env = await self._store.mcp_toolsets.secrets(record)
@@ -312,7 +342,7 @@ class McpPool:
             return
         redact = _redactor([*headers.values(), *env.values()])
         link = _Link(
-            _target(record, headers, env),
+            _target(record, headers, env, redact),
             on_tools=lambda tools: self._listed(entry, link, tools),
             on_lost=lambda reason: self._lost(entry, link, reason),
             redact=redact,
@@ -327,18 +357,23 @@ class McpPool:
             await link.close()  # forgotten while it connected
             return
         entry.link, entry.failures = link, 0
-        self._listed(entry, link, listed)
+        await self._listed(entry, link, listed)
         entry.set_state("connected")
         _log.info("mcp.connected", org_id=record.org_id, toolset=record.name,
-                  tools=len(entry.mapped.tools), skipped=len(entry.mapped.skipped))  # fmt: skip
+                  tools=len(entry.mapped.tools), skipped=entry.mapped.skipped_count)  # fmt: skip
 
-    def _listed(self, entry: _Entry, link: _Link, tools: list[Tool]) -> None:
+    async def _listed(self, entry: _Entry, link: _Link, tools: list[Tool]) -> None:
+        """Map a listing in a thread: a server listing thousands of tools must not hold
+        up the event loop (every other request of this worker)."""
+        if entry.link not in (None, link):
+            return
+        record = entry.record
+        key = (record.org_id, record.name)
+        mapped = await asyncio.to_thread(
+            map_tools, record, tools, partial(self._call, key, record), max_tools=self._max_tools
+        )
         if entry.link in (None, link):
-            record = entry.record
-            key = (record.org_id, record.name)
-            entry.mapped = map_tools(
-                record, tools, lambda mcp_name, args: self._call(key, record, mcp_name, args)
-            )
+            entry.mapped = mapped
 
     def _lost(self, entry: _Entry, link: _Link, reason: str) -> None:
         """The connection ``link`` ended on its own (or a call found it broken)."""
@@ -420,12 +455,15 @@ def _timed_out(where: str, timeout_s: float) -> ToolError:
 
 
 def _target(
-    record: McpToolsetRecord, headers: dict[str, str], env: dict[str, str]
-) -> Transport | StdioServerParameters:
+    record: McpToolsetRecord,
+    headers: dict[str, str],
+    env: dict[str, str],
+    redact: Callable[[str], str],
+) -> Transport:
     """Where the client connects: a spawned command, or a URL sent the headers."""
     if record.transport == "stdio":
-        command = record.command or [""]
-        return StdioServerParameters(command=command[0], args=command[1:], env=env or None)
+        stderr = StderrLog(redact, org_id=record.org_id, toolset=record.name)
+        return stdio_transport(record.command or [""], env, stderr)
     assert record.url is not None, f"http toolset {record.name} has no url"
     return _http(record.url, headers)
 
