@@ -61,11 +61,15 @@ async def wait_for(check: Any, timeout_s: float = 10.0) -> None:
 
 
 class HttpMcpServer:
-    """The test server over streamable HTTP on 127.0.0.1, requiring ``X-Api-Key: secret``."""
+    """The test server over streamable HTTP on 127.0.0.1, requiring ``X-Api-Key: secret``;
+    ``more``: more of its arguments (``--many-tools N``)."""
 
-    def __init__(self, state: Path, secret: str, port: int | None = None) -> None:
+    def __init__(
+        self, state: Path, secret: str, port: int | None = None, more: tuple[str, ...] = ()
+    ) -> None:
         self.state = state
         self.secret = secret
+        self.more = more
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self._process: asyncio.subprocess.Process | None = None
@@ -73,7 +77,7 @@ class HttpMcpServer:
     async def start(self) -> HttpMcpServer:
         command = [
             *stdio_command(self.state), "--http", str(self.port),
-            "--require-header", f"{SECRET_HEADER}={self.secret}",
+            "--require-header", f"{SECRET_HEADER}={self.secret}", *self.more,
         ]  # fmt: skip
         self._process = await asyncio.create_subprocess_exec(*command)
         deadline = time.monotonic() + 20

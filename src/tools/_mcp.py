@@ -43,6 +43,8 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from store import McpToolsetRecord, SecretsKeyError, Store, stdio_refusal, utcnow
+from tools._mcp_listing import Overflow, capped
+from tools._mcp_loop import IoLoop, back_to
 from tools._mcp_stdio import StderrLog, stdio_transport
 from tools._mcp_tools import MAX_TOOLS, Mapped, McpToolStatus, SkippedTool, map_tools
 from tools._registry import ToolDef
@@ -55,6 +57,9 @@ BACKOFF_S = (1.0, 60.0)
 """The first retry of a failed connection after 1 s, doubling to at most 60 s."""
 CLOSE_TIMEOUT_S = 10.0
 MAX_PAGES = 20
+LISTED_PER_TOOL = 2
+"""A listing is read up to twice ``max_tools`` tools (room for skipped ones); the rest
+are cut unread (``tools._mcp_listing``)."""
 RELIST_DELAY_S = 0.2
 """How long a change notice waits for more before the tools are listed again."""
 MAX_REASON_CHARS = 300
@@ -79,20 +84,36 @@ class McpStatus:
     """How many were skipped in all."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listing:
+    """A server's tools as read, and how many more it listed past the cap (and the
+    first of their names), left unread."""
+
+    tools: list[Tool]
+    cut: tuple[int, list[str]] = (0, [])
+
+
 class _Link:
-    """One open ``Client``, held by its owner task until closed or lost. ``on_tools``
-    gets each new listing; ``on_lost`` why the connection ended if it was not closed."""
+    """One open ``Client``, held by its owner task on the pool's I/O loop until closed or
+    lost. ``on_tools`` gets each new listing; ``on_lost`` why the connection ended if it
+    was not closed (both called on the I/O loop). ``open``, ``stop`` and ``close`` are
+    called from the worker's loop."""
 
     def __init__(
         self,
         target: Transport,
         *,
-        on_tools: Callable[[list[Tool]], Awaitable[None]],
+        io: IoLoop,
+        on_tools: Callable[[Listing], Awaitable[None]],
         on_lost: Callable[[str], None],
         redact: Callable[[str], str],
         list_timeout_s: float,
+        list_limit: int,
     ) -> None:
         self._target = target
+        self._io = io
+        self._list_limit = list_limit
+        self._overflow = Overflow()
         self._list_timeout_s = list_timeout_s
         self._on_tools = on_tools
         self._on_lost = on_lost
@@ -102,28 +123,44 @@ class _Link:
         self._task: asyncio.Task[None] | None = None
         self.client: Client | None = None
 
-    async def open(self, timeout_s: float) -> list[Tool]:
+    async def open(self, timeout_s: float) -> Listing:
         """Connect and list the tools, or raise ``ConnectionError`` with the reason."""
-        ready: asyncio.Future[list[Tool]] = asyncio.get_running_loop().create_future()
+        return await self._io.run(self._open(timeout_s))
+
+    def stop(self) -> None:
+        """Ask the owner task to close the connection (without waiting for it)."""
+        self._closing = True
+        self._io.call(self._inbox.put_nowait, "stop")
+
+    async def close(self) -> None:
+        self._closing = True
+        await self._io.run(self._close())
+
+    async def call_tool(
+        self, client: Client, name: str, args: dict[str, Any], timeout_s: float
+    ) -> CallToolResult:
+        """Call a tool through ``client`` on the I/O loop (cancelled with the caller)."""
+        return await self._io.run(client.call_tool(name, args, read_timeout_seconds=timeout_s))
+
+    # on the I/O loop
+
+    async def _open(self, timeout_s: float) -> Listing:
+        ready: asyncio.Future[Listing] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._own(ready), name="mcp-connection")
         try:
             return await asyncio.wait_for(asyncio.shield(ready), timeout_s)
         except TimeoutError:
             ready.cancel()  # the owner must not report an outcome nobody waits for
-            await self.close()
+            await self._close()
             raise ConnectionError(f"no answer within {timeout_s:g} s") from None
         except BaseException:
             ready.cancel()
-            await self.close()
+            await self._close()
             raise
 
-    def stop(self) -> None:
-        """Ask the owner task to close the connection (without waiting for it)."""
+    async def _close(self) -> None:
         self._closing = True
         self._inbox.put_nowait("stop")
-
-    async def close(self) -> None:
-        self.stop()
         task = self._task
         if task is None or task.done():
             return
@@ -134,15 +171,15 @@ class _Link:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _own(self, ready: asyncio.Future[list[Tool]]) -> None:
+    async def _own(self, ready: asyncio.Future[Listing]) -> None:
         try:
             async with Client(
-                self._target,
+                capped(self._target, self._list_limit, self._overflow),
                 message_handler=self._on_message,
                 cache=None,  # a listing is fetched afresh, when the server says it changed
                 client_info=Implementation(name="bosun", version="1"),
             ) as client:
-                listed = await _list_tools(client)
+                listed = await self._list(client)
                 self.client = client
                 ready.set_result(listed)
                 await self._serve(client)
@@ -166,8 +203,8 @@ class _Link:
         try:
             while (message := await self._next()) == "changed":
                 with anyio.fail_after(self._list_timeout_s):  # a stuck relist is a lost server
-                    listed = await _list_tools(client)
-                _log.info("mcp.relisted", tools=len(listed))
+                    listed = await self._list(client)
+                _log.info("mcp.relisted", tools=len(listed.tools) + listed.cut[0])
                 await self._on_tools(listed)
             if message != "stop":
                 raise ConnectionError(message)
@@ -176,6 +213,12 @@ class _Link:
                 listener.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await listener
+
+    async def _list(self, client: Client) -> Listing:
+        """The tools as listed now, and what the cap cut from the listing unread."""
+        self._overflow.clear()
+        tools = await _list_tools(client)
+        return Listing(tools=tools, cut=(self._overflow.count, list(self._overflow.names)))
 
     async def _next(self) -> str:
         """The next message, a ``changed`` one with every notice that comes within
@@ -260,6 +303,7 @@ class McpPool:
         self._backoff_s = backoff_s
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._io = IoLoop()
 
     async def tools(self, org_id: str, toolsets: Iterable[str]) -> list[ToolDef]:
         """The tools of the named toolsets, connecting where needed; a toolset that is
@@ -307,6 +351,7 @@ class McpPool:
             self.forget(*key)
         while self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
+        await self._io.aclose()
 
     # connecting
 
@@ -341,12 +386,15 @@ class McpPool:
             self._failed(entry, str(exc))
             return
         redact = _redactor([*headers.values(), *env.values()])
+        here = asyncio.get_running_loop()  # the link calls back from the I/O loop
         link = _Link(
             _target(record, headers, env, redact),
-            on_tools=lambda tools: self._listed(entry, link, tools),
-            on_lost=lambda reason: self._lost(entry, link, reason),
+            io=self._io,
+            on_tools=lambda tools: back_to(here)(self._listed(entry, link, tools)),
+            on_lost=lambda reason: _soon(here, self._lost, entry, link, reason),
             redact=redact,
             list_timeout_s=self._connect_timeout_s,
+            list_limit=LISTED_PER_TOOL * self._max_tools,
         )
         try:
             listed = await link.open(self._connect_timeout_s)
@@ -362,17 +410,18 @@ class McpPool:
         _log.info("mcp.connected", org_id=record.org_id, toolset=record.name,
                   tools=len(entry.mapped.tools), skipped=entry.mapped.skipped_count)  # fmt: skip
 
-    async def _listed(self, entry: _Entry, link: _Link, tools: list[Tool]) -> None:
+    async def _listed(self, entry: _Entry, link: _Link, listed: Listing) -> None:
         """Map a listing in a thread: a server listing thousands of tools must not hold
         up the event loop (every other request of this worker)."""
-        if entry.link not in (None, link):
-            return
+        if entry.link is not link:
+            return  # a dropped connection's late listing
         record = entry.record
         key = (record.org_id, record.name)
         mapped = await asyncio.to_thread(
-            map_tools, record, tools, partial(self._call, key, record), max_tools=self._max_tools
-        )
-        if entry.link in (None, link):
+            map_tools, record, listed.tools, partial(self._call, key, record),
+            max_tools=self._max_tools, cut=listed.cut,
+        )  # fmt: skip
+        if entry.link is link:
             entry.mapped = mapped
 
     def _lost(self, entry: _Entry, link: _Link, reason: str) -> None:
@@ -391,7 +440,8 @@ class McpPool:
                      error=entry.error, retry_in_s=delay)  # fmt: skip
 
     def _drop_link(self, entry: _Entry) -> None:
-        link, entry.link = entry.link, None
+        # Its tools go now: the closing link holds the entry a while (its callbacks).
+        link, entry.link, entry.mapped = entry.link, None, _NOTHING
         if link is not None:
             task = asyncio.get_running_loop().create_task(link.close())
             self._closing.add(task)
@@ -424,7 +474,8 @@ class McpPool:
         where = f"{record.name}.{mcp_name}"
         try:
             with anyio.fail_after(timeout_s):
-                return await client.call_tool(mcp_name, args, read_timeout_seconds=timeout_s)
+                assert link is not None, "a connected entry has its link"
+                return await link.call_tool(client, mcp_name, args, timeout_s)
         except TimeoutError:
             raise _timed_out(where, timeout_s) from None
         except MCPError as exc:
@@ -445,6 +496,12 @@ class McpPool:
             "mcp_unavailable", f"The MCP server of {record.name} went away during the call",
             hint="It may or may not have taken effect; check before trying again",
         )  # fmt: skip
+
+
+def _soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., object], *args: object) -> None:
+    """Call ``fn(*args)`` on ``loop`` from another thread; nothing once it has closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
 
 
 def _timed_out(where: str, timeout_s: float) -> ToolError:

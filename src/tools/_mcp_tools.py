@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast, get_args
 
@@ -112,11 +112,17 @@ def summary_of(tool: Tool) -> str:
 
 
 def map_tools(
-    record: McpToolsetRecord, listed: Iterable[Tool], call: Caller, *, max_tools: int = MAX_TOOLS
+    record: McpToolsetRecord,
+    listed: Iterable[Tool],
+    call: Caller,
+    *,
+    max_tools: int = MAX_TOOLS,
+    cut: tuple[int, Sequence[str]] = (0, ()),
 ) -> Mapped:
     """Bosun tools for a toolset's listing, in its order. A tool whose name cannot be a
     Bosun name, collides with an earlier one, or whose schema is not valid is skipped, as
-    is every tool past the first ``max_tools``. CPU-bound: callers run it in a thread."""
+    is every tool past the first ``max_tools``, and the ``cut`` ones (how many, the first
+    names) the listing lost before it was read. CPU-bound: callers run it in a thread."""
     tools: list[ToolDef] = []
     statuses: list[McpToolStatus] = []
     names: set[str] = set()
@@ -143,7 +149,9 @@ def map_tools(
                 name=name, mcp_name=tool.name, category=made.category, summary=made.summary
             )
         )
-    return Mapped(tools=tools, statuses=statuses, skipped=skipped, skipped_count=count)
+    room = MAX_SKIPPED_SHOWN - len(skipped)
+    skipped += [SkippedTool(name, "too_many_tools") for name in cut[1][:room]]
+    return Mapped(tools=tools, statuses=statuses, skipped=skipped, skipped_count=count + cut[0])
 
 
 def _refused(name: str, taken: set[str], offered: int, max_tools: int) -> SkipReason | None:
