@@ -3,7 +3,9 @@ first use, listed at connect time and again when the server says its tools chang
 
 A ``Client`` runs task groups that must be entered and left by one task, and a broken
 transport cancels the task that entered it: so each connection has an owner task that
-holds its ``Client`` open, and turns call tools from their own tasks through it. A
+holds its ``Client`` open (``tools._mcp_link``, on an event loop of the pool's own, so
+the SDK's work on a large listing never holds up the worker), and turns call tools from
+their own tasks through it. A
 connection that fails is down: its tools are withheld (a turn never waits on it) until a
 retry, no sooner than a backoff of 1 s doubling to 60 s. Calls end in a result or a typed
 ``ToolError`` (``mcp_unavailable``, ``mcp_timeout``, ``mcp_error``, ``mcp_tool_error``),
@@ -17,7 +19,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,20 +32,15 @@ import structlog
 from mcp import Client
 from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
     CallToolResult,
-    Implementation,
-    Tool,
-    ToolListChangedNotification,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from store import McpToolsetRecord, SecretsKeyError, Store, stdio_refusal, utcnow
-from tools._mcp_listing import Overflow, capped
+from tools._mcp_link import Link, Listing, describe
 from tools._mcp_loop import IoLoop, back_to
 from tools._mcp_stdio import StderrLog, stdio_transport
 from tools._mcp_tools import MAX_TOOLS, Mapped, McpToolStatus, SkippedTool, map_tools
@@ -55,13 +52,9 @@ _log = structlog.get_logger("bosun.mcp")
 State = Literal["connected", "down", "disabled", "not_connected"]
 BACKOFF_S = (1.0, 60.0)
 """The first retry of a failed connection after 1 s, doubling to at most 60 s."""
-CLOSE_TIMEOUT_S = 10.0
-MAX_PAGES = 20
 LISTED_PER_TOOL = 2
 """A listing is read up to twice ``max_tools`` tools (room for skipped ones); the rest
 are cut unread (``tools._mcp_listing``)."""
-RELIST_DELAY_S = 0.2
-"""How long a change notice waits for more before the tools are listed again."""
 MAX_REASON_CHARS = 300
 _UNAVAILABLE_HINT = "The tool's server is unreachable now; go on without it or try later"
 _LOST = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
@@ -84,171 +77,6 @@ class McpStatus:
     """How many were skipped in all."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Listing:
-    """A server's tools as read, and how many more it listed past the cap (and the
-    first of their names), left unread."""
-
-    tools: list[Tool]
-    cut: tuple[int, list[str]] = (0, [])
-
-
-class _Link:
-    """One open ``Client``, held by its owner task on the pool's I/O loop until closed or
-    lost. ``on_tools`` gets each new listing; ``on_lost`` why the connection ended if it
-    was not closed (both called on the I/O loop). ``open``, ``stop`` and ``close`` are
-    called from the worker's loop."""
-
-    def __init__(
-        self,
-        target: Transport,
-        *,
-        io: IoLoop,
-        on_tools: Callable[[Listing], Awaitable[None]],
-        on_lost: Callable[[str], None],
-        redact: Callable[[str], str],
-        list_timeout_s: float,
-        list_limit: int,
-    ) -> None:
-        self._target = target
-        self._io = io
-        self._list_limit = list_limit
-        self._overflow = Overflow()
-        self._list_timeout_s = list_timeout_s
-        self._on_tools = on_tools
-        self._on_lost = on_lost
-        self._redact = redact
-        self._inbox: asyncio.Queue[str] = asyncio.Queue()
-        self._closing = False
-        self._task: asyncio.Task[None] | None = None
-        self.client: Client | None = None
-
-    async def open(self, timeout_s: float) -> Listing:
-        """Connect and list the tools, or raise ``ConnectionError`` with the reason."""
-        return await self._io.run(self._open(timeout_s))
-
-    def stop(self) -> None:
-        """Ask the owner task to close the connection (without waiting for it)."""
-        self._closing = True
-        self._io.call(self._inbox.put_nowait, "stop")
-
-    async def close(self) -> None:
-        self._closing = True
-        await self._io.run(self._close())
-
-    async def call_tool(
-        self, client: Client, name: str, args: dict[str, Any], timeout_s: float
-    ) -> CallToolResult:
-        """Call a tool through ``client`` on the I/O loop (cancelled with the caller)."""
-        return await self._io.run(client.call_tool(name, args, read_timeout_seconds=timeout_s))
-
-    # on the I/O loop
-
-    async def _open(self, timeout_s: float) -> Listing:
-        ready: asyncio.Future[Listing] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._own(ready), name="mcp-connection")
-        try:
-            return await asyncio.wait_for(asyncio.shield(ready), timeout_s)
-        except TimeoutError:
-            ready.cancel()  # the owner must not report an outcome nobody waits for
-            await self._close()
-            raise ConnectionError(f"no answer within {timeout_s:g} s") from None
-        except BaseException:
-            ready.cancel()
-            await self._close()
-            raise
-
-    async def _close(self) -> None:
-        self._closing = True
-        self._inbox.put_nowait("stop")
-        task = self._task
-        if task is None or task.done():
-            return
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT_S)
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _own(self, ready: asyncio.Future[Listing]) -> None:
-        try:
-            async with Client(
-                capped(self._target, self._list_limit, self._overflow),
-                message_handler=self._on_message,
-                cache=None,  # a listing is fetched afresh, when the server says it changed
-                client_info=Implementation(name="bosun", version="1"),
-            ) as client:
-                listed = await self._list(client)
-                self.client = client
-                ready.set_result(listed)
-                await self._serve(client)
-        except (Exception, asyncio.CancelledError, BaseExceptionGroup) as exc:
-            # The owner task ends here, whatever ended the connection.
-            reason = self._redact(describe(exc))
-            if not ready.done():
-                ready.set_exception(ConnectionError(reason))
-            elif not self._closing:
-                self._on_lost(reason)
-        finally:
-            self.client = None
-
-    async def _serve(self, client: Client) -> None:
-        """Relist on every change notice until stopped or lost (raises)."""
-        listener = None
-        capability = client.server_capabilities.tools
-        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if capability and capability.list_changed and modern:
-            listener = asyncio.create_task(self._listen(client), name="mcp-listen")
-        try:
-            while (message := await self._next()) == "changed":
-                with anyio.fail_after(self._list_timeout_s):  # a stuck relist is a lost server
-                    listed = await self._list(client)
-                _log.info("mcp.relisted", tools=len(listed.tools) + listed.cut[0])
-                await self._on_tools(listed)
-            if message != "stop":
-                raise ConnectionError(message)
-        finally:
-            if listener is not None:
-                listener.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await listener
-
-    async def _list(self, client: Client) -> Listing:
-        """The tools as listed now, and what the cap cut from the listing unread."""
-        self._overflow.clear()
-        tools = await _list_tools(client)
-        return Listing(tools=tools, cut=(self._overflow.count, list(self._overflow.names)))
-
-    async def _next(self) -> str:
-        """The next message, a ``changed`` one with every notice that comes within
-        ``RELIST_DELAY_S`` behind it: a storm of them is one relist, and a ``stop`` or a
-        lost stream among them wins."""
-        message = await self._inbox.get()
-        if message == "changed" and not self._closing:
-            await asyncio.sleep(RELIST_DELAY_S)
-        while message == "changed" and not self._inbox.empty():
-            message = self._inbox.get_nowait()
-        return message
-
-    async def _listen(self, client: Client) -> None:
-        """A 2026-07-28 server tells of changes on a listen stream; its loss is the
-        connection's (the stream ends when the server goes away)."""
-        try:
-            async with client.listen(tools_list_changed=True) as events:
-                async for _event in events:
-                    self._inbox.put_nowait("changed")
-            self._inbox.put_nowait("the server ended its event stream")
-        except ListenNotSupportedError:
-            return
-        except Exception as exc:
-            self._inbox.put_nowait(describe(exc))
-
-    async def _on_message(self, message: Any) -> None:
-        if isinstance(message, ToolListChangedNotification):  # servers before 2026-07-28
-            self._inbox.put_nowait("changed")
-
-
 _NOTHING = Mapped(tools=[], statuses=[], skipped=[])
 
 
@@ -264,7 +92,7 @@ class _Entry:
     mapped: Mapped = field(default_factory=lambda: Mapped(tools=[], statuses=[], skipped=[]))
     failures: int = 0
     retry_at: float = 0.0
-    link: _Link | None = None
+    link: Link | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def status(self) -> McpStatus:
@@ -387,7 +215,7 @@ class McpPool:
             return
         redact = _redactor([*headers.values(), *env.values()])
         here = asyncio.get_running_loop()  # the link calls back from the I/O loop
-        link = _Link(
+        link = Link(
             _target(record, headers, env, redact),
             io=self._io,
             on_tools=lambda tools: back_to(here)(self._listed(entry, link, tools)),
@@ -410,7 +238,7 @@ class McpPool:
         _log.info("mcp.connected", org_id=record.org_id, toolset=record.name,
                   tools=len(entry.mapped.tools), skipped=entry.mapped.skipped_count)  # fmt: skip
 
-    async def _listed(self, entry: _Entry, link: _Link, listed: Listing) -> None:
+    async def _listed(self, entry: _Entry, link: Link, listed: Listing) -> None:
         """Map a listing in a thread: a server listing thousands of tools must not hold
         up the event loop (every other request of this worker)."""
         if entry.link is not link:
@@ -424,7 +252,7 @@ class McpPool:
         if entry.link is link:
             entry.mapped = mapped
 
-    def _lost(self, entry: _Entry, link: _Link, reason: str) -> None:
+    def _lost(self, entry: _Entry, link: Link, reason: str) -> None:
         """The connection ``link`` ended on its own (or a call found it broken)."""
         if entry.link is link:
             self._failed(entry, reason)
@@ -534,27 +362,6 @@ async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
-
-
-async def _list_tools(client: Client) -> list[Tool]:
-    tools: list[Tool] = []
-    cursor = None
-    for _ in range(MAX_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        if (cursor := page.next_cursor) is None:
-            break
-    return tools
-
-
-def describe(exc: BaseException) -> str:
-    """A short reason for a failure: the first real error inside any exception group."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, asyncio.CancelledError):
-        return "the connection was lost"
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _redactor(secrets: list[str]) -> Callable[[str], str]:

@@ -81,6 +81,8 @@ def test_show_check_connects_to_a_stdio_server_and_lists_its_tools(tmp_path: Pat
     assert categories["tickets.delete_ticket"] == "destructive"
     assert categories["tickets.create_ticket"] == "write"
     assert status["skipped"] == ["9lives"]
+    assert status["skipped_reasons"] == [{"mcp_name": "9lives", "reason": "invalid_name"}]
+    assert status["skipped_count"] == 1
     assert SECRET not in checked.stdout + checked.stderr
 
 
