@@ -147,6 +147,17 @@ def _many_tools(count: int) -> None:
     server.list_tools = with_bulk  # type: ignore[method-assign]
 
 
+def _counting_lists() -> None:
+    """Record every ``tools/list`` as a call of ``tools/list`` (how often a client relists)."""
+    listed = server.list_tools
+
+    async def counted() -> list[MCPTool]:
+        _record("tools/list", {})
+        return await listed()
+
+    server.list_tools = counted  # type: ignore[method-assign]
+
+
 def _debugging() -> None:
     """Opt-in behaviours a toolset's env turns on: ``MCP_TEST_REPORT_ENV`` adds the
     ``report_env`` tool, ``MCP_TEST_STDERR`` prints the ``TICKETS_TOKEN`` to stderr."""
@@ -187,6 +198,7 @@ def main() -> None:
     _debugging()
     if args.many_tools:
         _many_tools(args.many_tools)
+    _counting_lists()
     state = _load()
     state["pid"] = os.getpid()
     _save(state)

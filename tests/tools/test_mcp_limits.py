@@ -17,7 +17,7 @@ from mcp_types import Tool
 from structlog.testing import capture_logs
 
 from conftest import migrate
-from mcp_testing import STDIO_PROGRAMS, stdio_command, wait_for
+from mcp_testing import STDIO_PROGRAMS, calls, stdio_command, wait_for
 from store import McpToolsetRecord, McpToolsetSpec, Store, utcnow
 from tools import McpPool, ToolContext
 from tools._mcp_tools import MAX_SKIPPED_SHOWN, SkippedTool, map_tools
@@ -99,22 +99,26 @@ async def test_a_toolset_offers_at_most_max_tools_and_says_why_the_rest_are_skip
 async def test_a_storm_of_change_notices_is_relisted_a_few_times(
     store: Store, tmp_path: Path
 ) -> None:
-    await _put(store, tmp_path / "s.json")
+    state = tmp_path / "s.json"
+    await _put(store, state)
     pool = McpPool(store, stdio_commands=STDIO_PROGRAMS)
     ctx = ToolContext(store=store, org_id="acme", user_id="ada", role="owner")
     try:
         [storm] = [t for t in await pool.tools("acme", ["tickets"]) if t.name == "tickets.storm"]
         assert storm.handler is not None
         with capture_logs() as logs:
+            before = len(calls(state, "tools/list"))
             await storm.handler(storm.input_model.model_validate({"count": 100}), ctx)
-            await wait_for(lambda: any(log["event"] == "mcp.relisted" for log in logs))
+            await wait_for(lambda: len(calls(state, "tools/list")) > before)
             await asyncio.sleep(1.0)  # what else the storm would cause
         [status] = await pool.status("acme", ["tickets"])
+        relisted = len(calls(state, "tools/list")) - before
     finally:
         await pool.aclose()
     relists = [log for log in logs if log["event"] == "mcp.relisted"]
 
-    assert 1 <= len(relists) <= 3, len(relists)  # 100 notices (of each kind) without coalescing
+    assert 1 <= relisted <= 3, relisted  # one per notice (100 of each kind) without coalescing
+    assert len(relists) == relisted
     assert status.state == "connected" and len(status.tools) == OWN_TOOLS - 1
 
 
