@@ -87,13 +87,13 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.secret_is_safe() and not args.dev:
         print(UNSAFE_SECRET_HELP, file=sys.stderr)
         return 2
+    if warning := settings.mcp.stdio_warning():
+        print(warning, file=sys.stderr)
     try:
         app = build_app(settings, seed_orgs=[DEV_ORG] if args.dev else [])
     except (ModelSpecError, SecretsKeyError) as exc:
         print(f"bosun serve: {exc}", file=sys.stderr)
         return 2
-    if warning := settings.mcp.stdio_warning():
-        print(warning, file=sys.stderr)
     if not args.no_migrate:
         asyncio.run(_migrate(settings.database_url, demo=settings.demo))
     if args.dev:
