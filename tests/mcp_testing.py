@@ -15,6 +15,10 @@ from conftest import free_port
 
 SERVER = Path(__file__).parent / "tools" / "mcp_server.py"
 SECRET_HEADER = "X-Api-Key"
+STDIO_PROGRAMS = [sys.executable]
+"""What the tests allow stdio toolsets to run (``mcp.stdio_commands``): the test server's
+interpreter."""
+ALLOW_STDIO_ENV = {"BOSUN_MCP__STDIO_COMMANDS": json.dumps(STDIO_PROGRAMS)}
 
 
 def stdio_command(state: Path) -> list[str]:
@@ -28,9 +32,12 @@ def read_state(state: Path) -> dict[str, Any]:
 
 
 def calls(state: Path, tool: str | None = None) -> list[dict[str, Any]]:
-    """The calls the server ran (of ``tool`` only, if given), oldest first."""
+    """The tool calls the server ran (of ``tool`` only, if given), oldest first; its
+    listings are counted as ``tools/list`` calls, returned only when asked for by name."""
     made: list[dict[str, Any]] = read_state(state).get("calls", [])
-    return [c for c in made if tool is None or c["tool"] == tool]
+    if tool is None:
+        return [c for c in made if c["tool"] != "tools/list"]
+    return [c for c in made if c["tool"] == tool]
 
 
 def kill_server(state: Path) -> int:
@@ -57,11 +64,15 @@ async def wait_for(check: Any, timeout_s: float = 10.0) -> None:
 
 
 class HttpMcpServer:
-    """The test server over streamable HTTP on 127.0.0.1, requiring ``X-Api-Key: secret``."""
+    """The test server over streamable HTTP on 127.0.0.1, requiring ``X-Api-Key: secret``;
+    ``more``: more of its arguments (``--many-tools N``)."""
 
-    def __init__(self, state: Path, secret: str, port: int | None = None) -> None:
+    def __init__(
+        self, state: Path, secret: str, port: int | None = None, more: tuple[str, ...] = ()
+    ) -> None:
         self.state = state
         self.secret = secret
+        self.more = more
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self._process: asyncio.subprocess.Process | None = None
@@ -69,7 +80,7 @@ class HttpMcpServer:
     async def start(self) -> HttpMcpServer:
         command = [
             *stdio_command(self.state), "--http", str(self.port),
-            "--require-header", f"{SECRET_HEADER}={self.secret}",
+            "--require-header", f"{SECRET_HEADER}={self.secret}", *self.more,
         ]  # fmt: skip
         self._process = await asyncio.create_subprocess_exec(*command)
         deadline = time.monotonic() + 20

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import structlog
 from litestar import Litestar
 
 from bosun import __version__
@@ -15,6 +16,8 @@ from store import Breaker, Store
 from stream import DeliveryLimits, StreamConfig, TokenConfig, create_app
 from tools.demo import seed_demo
 from turn import TurnModels
+
+_log = structlog.get_logger("bosun.app")
 
 
 def delivery_limits(webhooks: WebhookSettings) -> DeliveryLimits:
@@ -45,7 +48,8 @@ def stream_config(settings: Settings) -> StreamConfig:
         webhook_deliveries=settings.webhooks.deliver,
         webhook_max_per_org=settings.webhooks.max_per_org,
         webhook_limits=delivery_limits(settings.webhooks),
-        mcp_allow_stdio=settings.mcp.allow_stdio,
+        mcp_stdio_commands=tuple(settings.mcp.stdio_commands),
+        mcp_max_tools=settings.mcp.max_tools_per_toolset,
         mcp_connect_timeout_s=settings.mcp.connect_timeout_s,
         egress=settings.egress.policy(),
     )
@@ -59,6 +63,8 @@ def build_app(
     ``seed_orgs`` get the demo data at start-up (when the demo is enabled and they have
     none yet).
     """
+    if settings.mcp.stdio_commands:
+        _log.warning("mcp.stdio_allowed", programs=settings.mcp.stdio_commands)
     secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
     store = Store(settings.database_url, secrets_key=secrets_key)
 

@@ -91,6 +91,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         print(UNSAFE_SECRET_HELP, file=sys.stderr)
         return 2
     _open_egress(settings, dev=args.dev)
+    if warning := settings.mcp.stdio_warning():
+        print(warning, file=sys.stderr)
     try:
         app = build_app(settings, seed_orgs=[DEV_ORG] if args.dev else [])
     except (ModelSpecError, SecretsKeyError) as exc:

@@ -18,7 +18,14 @@ from typing import Any
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
-from store import InvalidToolsetError, McpToolsetRecord, McpToolsetSpec, SecretsKeyError, Store
+from store import (
+    InvalidToolsetError,
+    McpToolsetRecord,
+    McpToolsetSpec,
+    SecretsKeyError,
+    Store,
+    stdio_refusal,
+)
 
 
 class _Refused(Exception):
@@ -62,8 +69,8 @@ def _line(record: McpToolsetRecord) -> str:
 
 async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> str:
     stdio = args.program is not None
-    if stdio and not settings.mcp.allow_stdio:
-        raise _Refused("stdio MCP servers are turned off on this server (mcp.allow_stdio)")
+    if stdio and (refusal := stdio_refusal(args.program, settings.mcp.stdio_commands)):
+        raise _Refused(refusal)
     if (args.header and stdio) or (args.env and not stdio):
         raise _Refused("--header goes with --url, --env with --command")
     spec = McpToolsetSpec(
@@ -93,7 +100,8 @@ async def _show(store: Store, args: argparse.Namespace, settings: Settings) -> s
 
         pool = McpPool(
             store,
-            allow_stdio=settings.mcp.allow_stdio,
+            stdio_commands=settings.mcp.stdio_commands,
+            max_tools=settings.mcp.max_tools_per_toolset,
             connect_timeout_s=settings.mcp.connect_timeout_s,
             egress=settings.egress.policy(),
         )

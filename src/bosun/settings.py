@@ -165,13 +165,47 @@ class WebhookSettings(BaseModel):
 class McpSettings(BaseModel):
     """MCP servers an org configures as toolsets (docs/mcp.md)."""
 
-    allow_stdio: bool = Field(
-        default=True,
-        description="Allow stdio toolsets: commands this server runs with its own rights.",
+    stdio_commands: list[str] = Field(
+        default_factory=list,
+        description="The programs stdio toolsets may run (exact paths or names, as the "
+        "command's first word); empty: stdio toolsets are off. Each runs as this server's user.",
     )
     connect_timeout_s: float = Field(
         default=10.0, gt=0, le=120.0, description="Connecting to a server and listing its tools."
     )
+    max_tools_per_toolset: int = Field(
+        default=500, ge=1, le=5000, description="Tools offered per toolset; the rest skipped."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_allow_stdio(cls, data: Any) -> Any:
+        """``allow_stdio`` let any command run; ``false`` still means off, anything else
+        must name the programs instead."""
+        if isinstance(data, dict) and "allow_stdio" in data:
+            data = dict(data)
+            if str(data.pop("allow_stdio")).lower() not in ("false", "0"):
+                raise ValueError(
+                    "mcp.allow_stdio was replaced by mcp.stdio_commands: list the programs "
+                    "stdio toolsets may run (BOSUN_MCP__STDIO_COMMANDS='[\"/usr/bin/x\"]')"
+                )
+        return data
+
+    @field_validator("stdio_commands")
+    @classmethod
+    def _programs(cls, value: list[str]) -> list[str]:
+        if any(not program.strip() or "\x00" in program for program in value):
+            raise ValueError("mcp.stdio_commands names programs: no blank or NUL entries")
+        return value
+
+    def stdio_warning(self) -> str | None:
+        """What ``bosun serve`` says at start-up when org owners may run programs here."""
+        if not self.stdio_commands:
+            return None
+        return (
+            f"WARNING: org owners may run these programs on this host as stdio MCP servers, "
+            f"as this service's user (mcp.stdio_commands): {', '.join(self.stdio_commands)}"
+        )
 
 
 class EgressSettings(BaseModel):

@@ -29,6 +29,7 @@ from store._mcp_toolsets import (
     McpToolsetRecord,
     McpToolsets,
     McpToolsetSpec,
+    stdio_refusal,
 )
 from store._models import Base, OrgRow, utcnow
 from store._notices import NOTICE_TYPES, NoticeRecord, Notices, NoticeType, notice_key
@@ -114,6 +115,7 @@ __all__ = [
     "metadata",
     "notice_key",
     "resets_at",
+    "stdio_refusal",
     "utc_day",
     "utcnow",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, cast
@@ -67,6 +68,21 @@ _URL = re.compile(URL_PATTERN)
 
 class InvalidToolsetError(ValueError):
     """A toolset configuration that could never be used; the message says what to fix."""
+
+
+def stdio_refusal(command: list[str] | None, allowed: Iterable[str]) -> str | None:
+    """Why this server will not run ``command`` as a stdio toolset, or ``None`` when its
+    program is on the operator's list (``mcp.stdio_commands``): exactly, as written."""
+    programs = set(allowed)
+    if not programs:
+        return "This server runs no stdio MCP servers (mcp.stdio_commands is empty): use http"
+    program = command[0] if command else ""
+    if program not in programs:
+        return (
+            f"The program {program!r} is not on this server's mcp.stdio_commands; "
+            "ask the operator to allow it, or use http"
+        )
+    return None
 
 
 class McpToolsetRow(Base):

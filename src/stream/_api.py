@@ -58,8 +58,10 @@ class StreamConfig:
     """Webhooks one org may have; one more is 409 ``webhook_limit``."""
     webhook_limits: DeliveryLimits = field(default_factory=DeliveryLimits)
     """How much of the delivery worker one org or webhook may take (concurrency, breaker)."""
-    mcp_allow_stdio: bool = True
-    """Whether orgs may add stdio MCP toolsets (commands run with this server's rights)."""
+    mcp_stdio_commands: tuple[str, ...] = ()
+    """The programs stdio MCP toolsets may run (run with this server's rights); none: off."""
+    mcp_max_tools: int = 500
+    """Tools offered per MCP toolset; the rest are skipped."""
     mcp_connect_timeout_s: float = 10.0
     """Connecting to an MCP server and listing its tools."""
     egress: EgressPolicy = PUBLIC_ONLY

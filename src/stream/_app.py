@@ -190,7 +190,8 @@ def _services(
 
     mcp = McpPool(  # this worker's MCP connections
         store,
-        allow_stdio=config.mcp_allow_stdio,
+        stdio_commands=config.mcp_stdio_commands,
+        max_tools=config.mcp_max_tools,
         connect_timeout_s=config.mcp_connect_timeout_s,
         egress=config.egress,
     )

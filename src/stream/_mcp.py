@@ -24,7 +24,13 @@ from pydantic import (
 )
 
 from fleet import AgentProfile
-from store import InvalidToolsetError, McpToolsetRecord, McpToolsetSpec, SecretsKeyError
+from store import (
+    InvalidToolsetError,
+    McpToolsetRecord,
+    McpToolsetSpec,
+    SecretsKeyError,
+    stdio_refusal,
+)
 from store._mcp_toolsets import (
     ENV_NAME_PATTERN,
     HEADER_NAME_PATTERN,
@@ -148,12 +154,25 @@ class McpToolOut(BaseModel):
     summary: str
 
 
+class McpSkippedOut(BaseModel):
+    mcp_name: str = Field(description="Its name on the MCP server.")
+    reason: Literal["invalid_name", "duplicate_name", "invalid_schema", "too_many_tools"] = Field(
+        description="Why it is not offered."
+    )
+
+
 class McpStatusOut(BaseModel):
     state: str = Field(description="connected, down, disabled or not_connected (not tried yet)")
     error: str | None = Field(description="Why it is down.")
     since: datetime | None = Field(description="When it entered this state.")
     tools: list[McpToolOut] = Field(description="Its tools, as last listed.")
-    skipped: list[str] = Field(description="MCP tools whose names cannot be Bosun names.")
+    skipped: list[str] = Field(
+        description="MCP names of tools not offered (the first 100; reasons in skipped_reasons)."
+    )
+    skipped_reasons: list[McpSkippedOut] = Field(
+        default_factory=list, description="The same tools, each with why it is not offered."
+    )
+    skipped_count: int = Field(default=0, description="How many tools were skipped in all.")
 
 
 class McpToolsetOut(BaseModel):
@@ -190,6 +209,10 @@ def _status_out(status: McpStatus | None) -> McpStatusOut:
             for t in status.tools
         ],
         skipped=list(status.skipped),
+        skipped_reasons=[
+            McpSkippedOut(mcp_name=s.mcp_name, reason=s.reason) for s in status.skipped_reasons
+        ],
+        skipped_count=status.skipped_count,
     )
 
 
@@ -272,9 +295,10 @@ async def put_toolset(
 ) -> McpToolsetOut:
     principal = request.user
     _require(principal, "owner")
-    if data.transport == "stdio" and not services.config.mcp_allow_stdio:
-        message = "This server runs no stdio MCP servers (mcp.allow_stdio is off): use http"
-        raise ApiError(422, "stdio_disabled", message)
+    if data.transport == "stdio" and (
+        refusal := stdio_refusal(data.command, services.config.mcp_stdio_commands)
+    ):
+        raise ApiError(422, "stdio_disabled", refusal)
     if data.url is not None:
         await check_egress(data.url, services.config.egress)
     try:

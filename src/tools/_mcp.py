@@ -3,7 +3,9 @@ first use, listed at connect time and again when the server says its tools chang
 
 A ``Client`` runs task groups that must be entered and left by one task, and a broken
 transport cancels the task that entered it: so each connection has an owner task that
-holds its ``Client`` open, and turns call tools from their own tasks through it. A
+holds its ``Client`` open (``tools._mcp_link``, on an event loop of the pool's own, so
+the SDK's work on a large listing never holds up the worker), and turns call tools from
+their own tasks through it. A
 connection that fails is down: its tools are withheld (a turn never waits on it) until a
 retry, no sooner than a backoff of 1 s doubling to 60 s. Calls end in a result or a typed
 ``ToolError`` (``mcp_unavailable``, ``mcp_timeout``, ``mcp_error``, ``mcp_tool_error``),
@@ -21,29 +23,28 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal
 
 import anyio
 import httpx2
 import structlog
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
     CallToolResult,
-    Implementation,
-    Tool,
-    ToolListChangedNotification,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from egress import PUBLIC_ONLY, EgressPolicy, EgressRefused, httpx2_client
-from store import McpToolsetRecord, SecretsKeyError, Store, utcnow
-from tools._mcp_tools import Mapped, McpToolStatus, map_tools
+from store import McpToolsetRecord, SecretsKeyError, Store, stdio_refusal, utcnow
+from tools._mcp_link import Link, Listing, describe
+from tools._mcp_loop import IoLoop, back_to
+from tools._mcp_stdio import StderrLog, stdio_transport
+from tools._mcp_tools import MAX_TOOLS, Mapped, McpToolStatus, SkippedTool, map_tools
 from tools._registry import ToolDef
 from tools._runtime import ToolError
 
@@ -52,8 +53,9 @@ _log = structlog.get_logger("bosun.mcp")
 State = Literal["connected", "down", "disabled", "not_connected"]
 BACKOFF_S = (1.0, 60.0)
 """The first retry of a failed connection after 1 s, doubling to at most 60 s."""
-CLOSE_TIMEOUT_S = 10.0
-MAX_PAGES = 20
+LISTED_PER_TOOL = 2
+"""A listing is read up to twice ``max_tools`` tools (room for skipped ones); the rest
+are cut unread (``tools._mcp_listing``)."""
 MAX_REASON_CHARS = 300
 _UNAVAILABLE_HINT = "The tool's server is unreachable now; go on without it or try later"
 _LOST = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
@@ -69,121 +71,14 @@ class McpStatus:
     since: datetime | None
     tools: list[McpToolStatus]
     skipped: list[str]
+    """The MCP names of the tools not offered (at most ``MAX_SKIPPED_SHOWN``)."""
+    skipped_reasons: list[SkippedTool] = field(default_factory=list)
+    """The same tools, each with why it was skipped."""
+    skipped_count: int = 0
+    """How many were skipped in all."""
 
 
-class _Link:
-    """One open ``Client``, held by its owner task until closed or lost. ``on_tools``
-    gets each new listing; ``on_lost`` why the connection ended if it was not closed."""
-
-    def __init__(
-        self,
-        target: Transport | StdioServerParameters,
-        *,
-        on_tools: Callable[[list[Tool]], None],
-        on_lost: Callable[[str], None],
-        redact: Callable[[str], str],
-        list_timeout_s: float,
-    ) -> None:
-        self._target = target
-        self._list_timeout_s = list_timeout_s
-        self._on_tools = on_tools
-        self._on_lost = on_lost
-        self._redact = redact
-        self._inbox: asyncio.Queue[str] = asyncio.Queue()
-        self._closing = False
-        self._task: asyncio.Task[None] | None = None
-        self.client: Client | None = None
-
-    async def open(self, timeout_s: float) -> list[Tool]:
-        """Connect and list the tools, or raise ``ConnectionError`` with the reason."""
-        ready: asyncio.Future[list[Tool]] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._own(ready), name="mcp-connection")
-        try:
-            return await asyncio.wait_for(asyncio.shield(ready), timeout_s)
-        except TimeoutError:
-            ready.cancel()  # the owner must not report an outcome nobody waits for
-            await self.close()
-            raise ConnectionError(f"no answer within {timeout_s:g} s") from None
-        except BaseException:
-            ready.cancel()
-            await self.close()
-            raise
-
-    def stop(self) -> None:
-        """Ask the owner task to close the connection (without waiting for it)."""
-        self._closing = True
-        self._inbox.put_nowait("stop")
-
-    async def close(self) -> None:
-        self.stop()
-        task = self._task
-        if task is None or task.done():
-            return
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT_S)
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _own(self, ready: asyncio.Future[list[Tool]]) -> None:
-        try:
-            async with Client(
-                self._target,
-                message_handler=self._on_message,
-                cache=None,  # a listing is fetched afresh, when the server says it changed
-                client_info=Implementation(name="bosun", version="1"),
-            ) as client:
-                listed = await _list_tools(client)
-                self.client = client
-                ready.set_result(listed)
-                await self._serve(client)
-        except (Exception, asyncio.CancelledError, BaseExceptionGroup) as exc:
-            # The owner task ends here, whatever ended the connection.
-            reason = self._redact(describe(exc))
-            if not ready.done():
-                ready.set_exception(ConnectionError(reason))
-            elif not self._closing:
-                self._on_lost(reason)
-        finally:
-            self.client = None
-
-    async def _serve(self, client: Client) -> None:
-        """Relist on every change notice until stopped or lost (raises)."""
-        listener = None
-        capability = client.server_capabilities.tools
-        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if capability and capability.list_changed and modern:
-            listener = asyncio.create_task(self._listen(client), name="mcp-listen")
-        try:
-            while (message := await self._inbox.get()) == "changed":
-                with anyio.fail_after(self._list_timeout_s):  # a stuck relist is a lost server
-                    listed = await _list_tools(client)
-                self._on_tools(listed)
-            if message != "stop":
-                raise ConnectionError(message)
-        finally:
-            if listener is not None:
-                listener.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await listener
-
-    async def _listen(self, client: Client) -> None:
-        """A 2026-07-28 server tells of changes on a listen stream; its loss is the
-        connection's (the stream ends when the server goes away)."""
-        try:
-            async with client.listen(tools_list_changed=True) as events:
-                async for _event in events:
-                    self._inbox.put_nowait("changed")
-            self._inbox.put_nowait("the server ended its event stream")
-        except ListenNotSupportedError:
-            return
-        except Exception as exc:
-            self._inbox.put_nowait(describe(exc))
-
-    async def _on_message(self, message: Any) -> None:
-        if isinstance(message, ToolListChangedNotification):  # servers before 2026-07-28
-            self._inbox.put_nowait("changed")
+_NOTHING = Mapped(tools=[], statuses=[], skipped=[])
 
 
 @dataclass(kw_only=True, eq=False)
@@ -198,15 +93,15 @@ class _Entry:
     mapped: Mapped = field(default_factory=lambda: Mapped(tools=[], statuses=[], skipped=[]))
     failures: int = 0
     retry_at: float = 0.0
-    link: _Link | None = None
+    link: Link | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def status(self) -> McpStatus:
-        listed = self.state == "connected"
+        mapped = self.mapped if self.state == "connected" else _NOTHING
         return McpStatus(
             name=self.record.name, state=self.state, error=self.error, since=self.since,
-            tools=list(self.mapped.statuses) if listed else [],
-            skipped=list(self.mapped.skipped) if listed else [],
+            tools=list(mapped.statuses), skipped=[s.mcp_name for s in mapped.skipped],
+            skipped_reasons=list(mapped.skipped), skipped_count=mapped.skipped_count,
         )  # fmt: skip
 
     def set_state(self, state: State, error: str | None = None) -> None:
@@ -217,24 +112,29 @@ class _Entry:
 
 class McpPool:
     """This worker's MCP connections, per (org, toolset). ``tools`` connects as needed;
-    ``status`` never does. ``backoff_s``: the first retry delay and the longest."""
+    ``status`` never does. ``stdio_commands``: the programs stdio toolsets may run (none:
+    stdio is off); ``max_tools``: tools offered per toolset; ``backoff_s``: the first retry
+    delay and the longest."""
 
     def __init__(
         self,
         store: Store,
         *,
-        allow_stdio: bool = True,
+        stdio_commands: Iterable[str] = (),
+        max_tools: int = MAX_TOOLS,
         connect_timeout_s: float = 10.0,
         backoff_s: tuple[float, float] = BACKOFF_S,
         egress: EgressPolicy = PUBLIC_ONLY,
     ) -> None:
         self._store = store
         self._egress = egress
-        self._allow_stdio = allow_stdio
+        self._stdio_commands = frozenset(stdio_commands)
+        self._max_tools = max_tools
         self._connect_timeout_s = connect_timeout_s
         self._backoff_s = backoff_s
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._io = IoLoop()
 
     async def tools(self, org_id: str, toolsets: Iterable[str]) -> list[ToolDef]:
         """The tools of the named toolsets, connecting where needed; a toolset that is
@@ -282,6 +182,7 @@ class McpPool:
             self.forget(*key)
         while self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
+        await self._io.aclose()
 
     # connecting
 
@@ -304,9 +205,11 @@ class McpPool:
 
     async def _connect(self, entry: _Entry) -> None:
         record = entry.record
-        if record.transport == "stdio" and not self._allow_stdio:
+        if record.transport == "stdio" and (
+            refusal := stdio_refusal(record.command, self._stdio_commands)
+        ):
             entry.retry_at = math.inf  # until the operator's setting changes (a restart)
-            entry.set_state("down", "stdio servers are turned off on this server")
+            entry.set_state("down", refusal[:MAX_REASON_CHARS])
             return
         try:
             headers, env = await self._store.mcp_toolsets.secrets(record)
@@ -314,12 +217,15 @@ class McpPool:
             self._failed(entry, str(exc))
             return
         redact = _redactor([*headers.values(), *env.values()])
-        link = _Link(
-            _target(record, headers, env, self._egress),
-            on_tools=lambda tools: self._listed(entry, link, tools),
-            on_lost=lambda reason: self._lost(entry, link, reason),
+        here = asyncio.get_running_loop()  # the link calls back from the I/O loop
+        link = Link(
+            _target(record, headers, env, redact, self._egress),
+            io=self._io,
+            on_tools=lambda tools: back_to(here)(self._listed(entry, link, tools)),
+            on_lost=lambda reason: _soon(here, self._lost, entry, link, reason),
             redact=redact,
             list_timeout_s=self._connect_timeout_s,
+            list_limit=LISTED_PER_TOOL * self._max_tools,
         )
         try:
             listed = await link.open(self._connect_timeout_s)
@@ -330,20 +236,26 @@ class McpPool:
             await link.close()  # forgotten while it connected
             return
         entry.link, entry.failures = link, 0
-        self._listed(entry, link, listed)
+        await self._listed(entry, link, listed)
         entry.set_state("connected")
         _log.info("mcp.connected", org_id=record.org_id, toolset=record.name,
-                  tools=len(entry.mapped.tools), skipped=len(entry.mapped.skipped))  # fmt: skip
+                  tools=len(entry.mapped.tools), skipped=entry.mapped.skipped_count)  # fmt: skip
 
-    def _listed(self, entry: _Entry, link: _Link, tools: list[Tool]) -> None:
-        if entry.link in (None, link):
-            record = entry.record
-            key = (record.org_id, record.name)
-            entry.mapped = map_tools(
-                record, tools, lambda mcp_name, args: self._call(key, record, mcp_name, args)
-            )
+    async def _listed(self, entry: _Entry, link: Link, listed: Listing) -> None:
+        """Map a listing in a thread: a server listing thousands of tools must not hold
+        up the event loop (every other request of this worker)."""
+        if entry.link is not link:
+            return  # a dropped connection's late listing
+        record = entry.record
+        key = (record.org_id, record.name)
+        mapped = await asyncio.to_thread(
+            map_tools, record, listed.tools, partial(self._call, key, record),
+            max_tools=self._max_tools, cut=listed.cut,
+        )  # fmt: skip
+        if entry.link is link:
+            entry.mapped = mapped
 
-    def _lost(self, entry: _Entry, link: _Link, reason: str) -> None:
+    def _lost(self, entry: _Entry, link: Link, reason: str) -> None:
         """The connection ``link`` ended on its own (or a call found it broken)."""
         if entry.link is link:
             self._failed(entry, reason)
@@ -359,7 +271,8 @@ class McpPool:
                      error=entry.error, retry_in_s=delay)  # fmt: skip
 
     def _drop_link(self, entry: _Entry) -> None:
-        link, entry.link = entry.link, None
+        # Its tools go now: the closing link holds the entry a while (its callbacks).
+        link, entry.link, entry.mapped = entry.link, None, _NOTHING
         if link is not None:
             task = asyncio.get_running_loop().create_task(link.close())
             self._closing.add(task)
@@ -392,7 +305,8 @@ class McpPool:
         where = f"{record.name}.{mcp_name}"
         try:
             with anyio.fail_after(timeout_s):
-                return await client.call_tool(mcp_name, args, read_timeout_seconds=timeout_s)
+                assert link is not None, "a connected entry has its link"
+                return await link.call_tool(client, mcp_name, args, timeout_s)
         except TimeoutError:
             raise _timed_out(where, timeout_s) from None
         except MCPError as exc:
@@ -415,6 +329,12 @@ class McpPool:
         )  # fmt: skip
 
 
+def _soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., object], *args: object) -> None:
+    """Call ``fn(*args)`` on ``loop`` from another thread; nothing once it has closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
+
+
 def _timed_out(where: str, timeout_s: float) -> ToolError:
     return ToolError(
         "mcp_timeout", f"{where} did not answer within {timeout_s:g} s",
@@ -423,12 +343,16 @@ def _timed_out(where: str, timeout_s: float) -> ToolError:
 
 
 def _target(
-    record: McpToolsetRecord, headers: dict[str, str], env: dict[str, str], egress: EgressPolicy
-) -> Transport | StdioServerParameters:
+    record: McpToolsetRecord,
+    headers: dict[str, str],
+    env: dict[str, str],
+    redact: Callable[[str], str],
+    egress: EgressPolicy,
+) -> Transport:
     """Where the client connects: a spawned command, or a URL sent the headers."""
     if record.transport == "stdio":
-        command = record.command or [""]
-        return StdioServerParameters(command=command[0], args=command[1:], env=env or None)
+        stderr = StderrLog(redact, org_id=record.org_id, toolset=record.name)
+        return stdio_transport(record.command or [""], env, stderr)
     assert record.url is not None, f"http toolset {record.name} has no url"
     return _http(record.url, headers, egress)
 
@@ -443,29 +367,6 @@ async def _http(url: str, headers: dict[str, str], egress: EgressPolicy) -> Asyn
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
-
-
-async def _list_tools(client: Client) -> list[Tool]:
-    tools: list[Tool] = []
-    cursor = None
-    for _ in range(MAX_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        if (cursor := page.next_cursor) is None:
-            break
-    return tools
-
-
-def describe(exc: BaseException) -> str:
-    """A short reason for a failure: the first real error inside any exception group."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, asyncio.CancelledError):
-        return "the connection was lost"
-    if isinstance(exc, EgressRefused):  # the class of address only, already worded
-        return str(exc)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _redactor(secrets: list[str]) -> Callable[[str], str]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast, get_args
+from typing import Any, ClassVar, Literal, cast, get_args
 
 import structlog
 from jsonschema import exceptions as schema_errors
@@ -32,6 +32,11 @@ MAX_WIRE_NAME = 64
 """Providers' limit on a tool's (wire) name: ``toolset_tool`` must fit."""
 MAX_ERROR_CHARS = 1_000
 MAX_SCHEMA_ERRORS = 8
+MAX_TOOLS = 500
+"""Tools offered per toolset by default (``mcp.max_tools_per_toolset``): a model cannot
+choose among more, and each costs memory and mapping time."""
+MAX_SKIPPED_SHOWN = 100
+"""Skipped tools a status names; ``skipped_count`` counts them all."""
 _SCHEMA_NOISE = ("$schema", "$id")
 CALL_GRACE_S = 1.0
 """How much longer than its toolset's timeout the runner lets an MCP call run."""
@@ -52,13 +57,26 @@ class McpToolStatus:
     summary: str
 
 
+SkipReason = Literal["invalid_name", "duplicate_name", "invalid_schema", "too_many_tools"]
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedTool:
+    """An MCP tool Bosun does not offer, and why (a stable code)."""
+
+    mcp_name: str
+    reason: SkipReason
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Mapped:
-    """A listing mapped: the tools Bosun offers, and the MCP names it could not use."""
+    """A listing mapped: the tools Bosun offers, and the first ``MAX_SKIPPED_SHOWN`` MCP
+    tools it could not use (``skipped_count``: all of them)."""
 
     tools: list[ToolDef]
     statuses: list[McpToolStatus]
-    skipped: list[str]
+    skipped: list[SkippedTool]
+    skipped_count: int = 0
 
 
 def bosun_action(mcp_name: str) -> str:
@@ -93,30 +111,57 @@ def summary_of(tool: Tool) -> str:
     return tool.name
 
 
-def map_tools(record: McpToolsetRecord, listed: Iterable[Tool], call: Caller) -> Mapped:
+def map_tools(
+    record: McpToolsetRecord,
+    listed: Iterable[Tool],
+    call: Caller,
+    *,
+    max_tools: int = MAX_TOOLS,
+    cut: tuple[int, Sequence[str]] = (0, ()),
+) -> Mapped:
     """Bosun tools for a toolset's listing, in its order. A tool whose name cannot be a
-    Bosun name, collides with an earlier one, or whose schema is not valid is skipped."""
+    Bosun name, collides with an earlier one, or whose schema is not valid is skipped, as
+    is every tool past the first ``max_tools``, and the ``cut`` ones (how many, the first
+    names) the listing lost before it was read. CPU-bound: callers run it in a thread."""
     tools: list[ToolDef] = []
     statuses: list[McpToolStatus] = []
-    skipped: list[str] = []
+    names: set[str] = set()
+    skipped: list[SkippedTool] = []
+    count = 0
     for tool in listed:
         name = f"{record.name}.{bosun_action(tool.name)}"
-        valid = NAME_PATTERN.match(name) and len(name) <= MAX_WIRE_NAME
-        if not valid or any(t.name == name for t in tools):
-            skipped.append(tool.name)
+        reason = _refused(name, names, len(tools), max_tools)
+        made = None
+        if reason is None:
+            try:
+                made = _tool_def(record, tool, name, call)
+            except (schema_errors.SchemaError, ValueError):
+                reason = "invalid_schema"
+        if made is None:
+            count += 1
+            if len(skipped) < MAX_SKIPPED_SHOWN:
+                skipped.append(SkippedTool(tool.name, reason or "invalid_schema"))
             continue
-        try:
-            made = _tool_def(record, tool, name, call)
-        except (schema_errors.SchemaError, ValueError):
-            skipped.append(tool.name)
-            continue
+        names.add(name)
         tools.append(made)
         statuses.append(
             McpToolStatus(
                 name=name, mcp_name=tool.name, category=made.category, summary=made.summary
             )
         )
-    return Mapped(tools=tools, statuses=statuses, skipped=skipped)
+    room = MAX_SKIPPED_SHOWN - len(skipped)
+    skipped += [SkippedTool(name, "too_many_tools") for name in cut[1][:room]]
+    return Mapped(tools=tools, statuses=statuses, skipped=skipped, skipped_count=count + cut[0])
+
+
+def _refused(name: str, taken: set[str], offered: int, max_tools: int) -> SkipReason | None:
+    if not NAME_PATTERN.match(name) or len(name) > MAX_WIRE_NAME:
+        return "invalid_name"
+    if name in taken:
+        return "duplicate_name"
+    if offered >= max_tools:
+        return "too_many_tools"
+    return None
 
 
 def _tool_def(record: McpToolsetRecord, tool: Tool, name: str, call: Caller) -> ToolDef:
@@ -148,28 +193,38 @@ def _model_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def input_model(schema: dict[str, Any]) -> type[BaseModel]:
+class McpArguments(BaseModel):
+    """An MCP tool's arguments: what its server's schema (``mcp_schema`` of a subclass per
+    tool) admits. The schema's checker is built on the first call, not at listing time."""
+
+    model_config = ConfigDict(extra="allow")
+    mcp_schema: ClassVar[dict[str, Any]] = {}
+    mcp_checker: ClassVar[Any] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _matches_schema(cls, data: Any) -> Any:
+        checker = cls.mcp_checker
+        if checker is None:
+            checker = cls.mcp_checker = validators.validator_for(cls.mcp_schema)(cls.mcp_schema)
+        try:
+            errors = sorted(checker.iter_errors(data), key=lambda e: list(e.absolute_path))
+        except schema_errors.SchemaError as exc:  # e.g. a $ref it cannot resolve
+            raise PydanticCustomError("mcp_schema", "its schema cannot be checked") from exc
+        if errors:
+            raise PydanticCustomError("mcp_schema", _describe(errors))
+        return data
+
+
+def input_model(schema: dict[str, Any]) -> type[McpArguments]:
     """A pydantic model that admits exactly what ``schema`` does, so the runner's gate
-    refuses a bad call (``invalid_input``) before it is recorded or confirmed."""
-    checker_class = validators.validator_for(schema)
-    checker_class.check_schema(schema)
-    checker = checker_class(schema)
-
-    class McpArguments(BaseModel):
-        model_config = ConfigDict(extra="allow")
-
-        @model_validator(mode="before")
-        @classmethod
-        def _matches_schema(cls, data: Any) -> Any:
-            try:
-                errors = sorted(checker.iter_errors(data), key=lambda e: list(e.absolute_path))
-            except schema_errors.SchemaError as exc:  # e.g. a $ref it cannot resolve
-                raise PydanticCustomError("mcp_schema", "its schema cannot be checked") from exc
-            if errors:
-                raise PydanticCustomError("mcp_schema", _describe(errors))
-            return data
-
-    return McpArguments
+    refuses a bad call (``invalid_input``) before it is recorded or confirmed. The
+    schema itself is checked here (``SchemaError``): a tool with a broken one is skipped."""
+    validators.validator_for(schema).check_schema(schema)
+    made: type[McpArguments] = type(
+        "McpArguments", (McpArguments,), {"mcp_schema": schema, "__module__": __name__}
+    )
+    return made
 
 
 def _describe(errors: list[schema_errors.ValidationError]) -> str:

@@ -71,6 +71,16 @@ def test_serve_rejects_a_bad_model_spec(env: dict[str, str], tmp_path: Path) -> 
     assert "egress.allow_private is on" in opened.stderr and "--dev:" not in opened.stderr
 
 
+def test_serve_warns_when_org_owners_may_run_programs(env: dict[str, str], tmp_path: Path) -> None:
+    quiet = run(["serve", "--dev", "--model", "scripted:missing.yaml"], env, tmp_path)
+    env["BOSUN_MCP__STDIO_COMMANDS"] = '["/opt/mcp/tickets-server"]'
+    loud = run(["serve", "--dev", "--model", "scripted:missing.yaml"], env, tmp_path)
+
+    assert "stdio" not in quiet.stderr
+    assert "WARNING: org owners may run these programs" in loud.stderr
+    assert "/opt/mcp/tickets-server" in loud.stderr
+
+
 def test_token_signs_the_given_claims(env: dict[str, str], tmp_path: Path) -> None:
     env["BOSUN_JWT_SECRET"] = "s" * 40
     result = run(["token", "--user", "u1", "--org", "o1", "--role", "staff"], env, tmp_path)

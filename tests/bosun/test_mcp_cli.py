@@ -13,6 +13,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 
 from bosun.cli_args import build_parser
+from mcp_testing import ALLOW_STDIO_ENV
 
 SECRETS_KEY = Fernet.generate_key().decode()
 SECRET = "tok-5e9a-never-printed"
@@ -62,7 +63,7 @@ def test_add_list_show_replace_and_remove_without_printing_secrets(tmp_path: Pat
 
 
 def test_show_check_connects_to_a_stdio_server_and_lists_its_tools(tmp_path: Path) -> None:
-    db, key = tmp_path / "mcp.db", {"BOSUN_SECRETS_KEY": SECRETS_KEY}
+    db, key = tmp_path / "mcp.db", {"BOSUN_SECRETS_KEY": SECRETS_KEY, **ALLOW_STDIO_ENV}
     command = [sys.executable, str(MCP_SERVER), "--state", str(tmp_path / "state.json")]
     added = bosun(
         "mcp", "add", "tickets", "--env", f"TICKETS_TOKEN={SECRET}", "--command", *command,
@@ -80,6 +81,8 @@ def test_show_check_connects_to_a_stdio_server_and_lists_its_tools(tmp_path: Pat
     assert categories["tickets.delete_ticket"] == "destructive"
     assert categories["tickets.create_ticket"] == "write"
     assert status["skipped"] == ["9lives"]
+    assert status["skipped_reasons"] == [{"mcp_name": "9lives", "reason": "invalid_name"}]
+    assert status["skipped_count"] == 1
     assert SECRET not in checked.stdout + checked.stderr
 
 
@@ -87,14 +90,20 @@ def test_refusals_exit_2_and_say_why(tmp_path: Path) -> None:
     db = tmp_path / "mcp.db"
     header = ("--header", f"Authorization: {SECRET}")
     no_key = bosun("mcp", "add", "t", "--url", "http://127.0.0.1:9/", *header, db=db)
-    stdio_off = bosun("mcp", "add", "db", "--command", "srv", db=db, BOSUN_MCP__ALLOW_STDIO="false")
+    stdio_off = bosun("mcp", "add", "db", "--command", "srv", db=db)  # the default: off
+    not_listed = bosun(
+        "mcp", "add", "db", "--command", "/bin/sh", "-c", "id", db=db, **ALLOW_STDIO_ENV
+    )
+    old_switch = bosun("mcp", "list", db=db, BOSUN_MCP__ALLOW_STDIO="true")
     bad_name = bosun("mcp", "add", "Bad-Name", "--url", "http://127.0.0.1:9/", db=db)
     mixed = bosun("mcp", "add", "t", "--env", "A=b", "--url", "http://127.0.0.1:9/", db=db)
     missing = bosun("mcp", "show", "nothing", db=db)
     listed = bosun("mcp", "list", db=db)
 
     assert no_key.returncode == 2 and "BOSUN_SECRETS_KEY" in no_key.stderr
-    assert stdio_off.returncode == 2 and "allow_stdio" in stdio_off.stderr
+    assert stdio_off.returncode == 2 and "mcp.stdio_commands is empty" in stdio_off.stderr
+    assert not_listed.returncode == 2 and "'/bin/sh' is not on" in not_listed.stderr
+    assert old_switch.returncode == 2 and "replaced by mcp.stdio_commands" in old_switch.stderr
     assert bad_name.returncode == 2 and "toolset name" in bad_name.stderr
     assert mixed.returncode == 2 and "--env with --command" in mixed.stderr
     assert missing.returncode == 2 and "no MCP toolset 'nothing'" in missing.stderr

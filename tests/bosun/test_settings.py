@@ -235,3 +235,23 @@ def test_webhook_limits_reach_the_delivery_worker(monkeypatch: pytest.MonkeyPatc
     )
     with pytest.raises(ValidationError):
         Settings(webhooks={"max_in_flight": 500})  # type: ignore[arg-type]  # past the pool
+
+
+def test_stdio_mcp_servers_are_off_unless_programs_are_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    default = Settings().mcp
+    monkeypatch.setenv("BOSUN_MCP__STDIO_COMMANDS", '["/opt/mcp/tickets", "uvx"]')
+    listed = Settings().mcp
+    monkeypatch.setenv("BOSUN_MCP__STDIO_COMMANDS", "[]")
+    monkeypatch.setenv("BOSUN_MCP__ALLOW_STDIO", "false")  # the old switch, off: still fine
+    old_off = Settings().mcp
+    monkeypatch.setenv("BOSUN_MCP__ALLOW_STDIO", "true")  # no longer allows anything
+
+    assert (default.stdio_commands, default.stdio_warning()) == ([], None)
+    assert default.max_tools_per_toolset == 500
+    assert listed.stdio_commands == ["/opt/mcp/tickets", "uvx"]
+    assert "/opt/mcp/tickets, uvx" in (listed.stdio_warning() or "")
+    assert old_off.stdio_commands == []
+    with pytest.raises(ValidationError, match=r"replaced by mcp\.stdio_commands"):
+        Settings()

@@ -20,12 +20,20 @@ from cryptography.fernet import Fernet
 from structlog.testing import capture_logs
 
 from conftest import ServerFactory, free_port
+from mcp_testing import ALLOW_STDIO_ENV
 
 SECRETS_KEY = Fernet.generate_key().decode()
 SECRET = "tok-7c1d-very-secret-header-value"
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_server.py"
 BASE = "/v1/mcp/toolsets"
 DEAD = "http://127.0.0.1:9/"  # never connected to: every body below is refused
+
+
+@pytest.fixture(autouse=True)
+def _stdio_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The served app may run the test MCP server over stdio (off by default)."""
+    for name, value in ALLOW_STDIO_ENV.items():
+        monkeypatch.setenv(name, value)
 
 
 def closed_url() -> str:
@@ -143,7 +151,9 @@ BAD_BODIES: list[tuple[dict[str, Any], int, str]] = [
     ({"transport": "stdio", "command": []}, 400, "invalid_request"),
     ({"transport": "stdio", "command": ["x"], "url": DEAD}, 400, "invalid_request"),
     ({"transport": "stdio", "command": ["x"], "headers": {"A": SECRET}}, 400, "invalid_request"),
-    ({"transport": "stdio", "command": [" "]}, 422, "invalid_toolset"),
+    ({"transport": "stdio", "command": [" "]}, 422, "stdio_disabled"),  # not on the list
+    ({"transport": "stdio", "command": ["/bin/sh", "-c", "env"]}, 422, "stdio_disabled"),
+    ({"transport": "stdio", "command": ["python3", "-c", "1"]}, 422, "stdio_disabled"),
     ({"transport": "http", "url": DEAD, "headers": {"Host": "x"}}, 422, "invalid_toolset"),
 ]
 
@@ -161,7 +171,7 @@ async def test_bad_bodies_are_refused_and_nothing_is_saved(make_server: ServerFa
 async def test_names_secrets_and_stdio_are_checked_before_saving(
     make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("BOSUN_MCP__ALLOW_STDIO", "false")
+    monkeypatch.delenv("BOSUN_MCP__STDIO_COMMANDS")  # the default: stdio is off
     async with make_server() as server:  # no BOSUN_SECRETS_KEY
         client, owner = server.client, server.auth(role="owner")
         bad_name = await client.put(f"{BASE}/Tickets", json={}, headers=owner)
@@ -183,7 +193,13 @@ async def test_names_secrets_and_stdio_are_checked_before_saving(
 async def test_a_stdio_server_is_connected_and_its_tools_listed(
     make_server: ServerFactory, tmp_path: Path
 ) -> None:
-    async with make_server(secrets_key=SECRETS_KEY) as server:
+    with capture_logs() as logs:
+        made = make_server(secrets_key=SECRETS_KEY)  # stdio allowed: a loud start
+    assert [log["programs"] for log in logs if log["event"] == "mcp.stdio_allowed"] == [
+        [sys.executable]
+    ]
+    assert [log["log_level"] for log in logs if log["event"] == "mcp.stdio_allowed"] == ["warning"]
+    async with made as server:
         client, owner = server.client, server.auth(role="owner")
         body = stdio_body(tmp_path / "state.json", tool_categories={"create_ticket": "read"})
         saved = await client.put(f"{BASE}/tickets", json=body, headers=owner)

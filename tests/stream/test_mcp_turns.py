@@ -27,11 +27,27 @@ from structlog.testing import capture_logs
 
 from conftest import Server, ServerFactory
 from helpers import Frame, stream_post, stream_turn, types
-from mcp_testing import SECRET_HEADER, HttpMcpServer, calls, kill_server, stdio_command, wait_for
+from mcp_testing import (
+    ALLOW_STDIO_ENV,
+    SECRET_HEADER,
+    HttpMcpServer,
+    calls,
+    kill_server,
+    stdio_command,
+    wait_for,
+)
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import McpToolsetSpec
 from store._models import AuditLogRow
 from turn import TurnModels
+
+
+@pytest.fixture(autouse=True)
+def _stdio_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The served app may run the test MCP server over stdio (off by default)."""
+    for name, value in ALLOW_STDIO_ENV.items():
+        monkeypatch.setenv(name, value)
+
 
 GRANTED = ["tickets.search_tickets", "tickets.create_ticket", "tickets.delete_ticket"]
 HELPDESK = {"handle": "helpdesk", "name": "Helpdesk", "tools": [*GRANTED, "tickets.slow_echo"]}

@@ -8,8 +8,10 @@ test can check what ran, with which arguments and how often, and the ``pid`` to 
 Tools: ``search_tickets`` (read-only), ``create_ticket`` (no annotations: a write),
 ``delete_ticket`` (destructive), ``always_fails`` (an ``isError`` result), ``slowEcho``
 (sleeps: timeouts and a server killed mid-call; camelCase on purpose), ``add_extras``
-(registers ``count_tickets`` and tells clients the list changed) and ``9lives`` (a name
-Bosun cannot use: skipped).
+(registers ``count_tickets`` and tells clients the list changed), ``storm`` (tells them
+so ``count`` times) and ``9lives`` (a name Bosun cannot use: skipped). ``--many-tools N``
+lists N more (``bulk_0`` ...); ``MCP_TEST_REPORT_ENV`` and ``MCP_TEST_STDERR`` in its
+environment add ``report_env`` and a secret printed to stderr.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
 
 server = MCPServer("tickets")
@@ -116,6 +119,58 @@ async def add_extras(ctx: Context) -> str:
     return "added"
 
 
+@server.tool(description="Tell clients the list changed, many times over.")
+async def storm(ctx: Context, count: int = 50) -> str:
+    for _ in range(count):
+        await ctx.notify_tools_changed()
+        await ctx.session.send_tool_list_changed()
+    return "sent"
+
+
+def _report_env() -> dict[str, Any]:
+    """The names in this process's environment, and the toolset's canary's value."""
+    return {"names": sorted(os.environ), "canary": os.environ.get("MCP_TEST_CANARY")}
+
+
+def _many_tools(count: int) -> None:
+    """List ``count`` more tools (``bulk_0`` ...), built once: a very large server."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    bulk = [
+        MCPTool(name=f"bulk_{i}", description=f"Bulk tool {i}.", input_schema=schema)
+        for i in range(count)
+    ]
+    listed = server.list_tools
+
+    async def with_bulk() -> list[MCPTool]:
+        return [*await listed(), *bulk]
+
+    server.list_tools = with_bulk  # type: ignore[method-assign]
+
+
+def _counting_lists() -> None:
+    """Record every ``tools/list`` as a call of ``tools/list`` (how often a client relists)."""
+    listed = server.list_tools
+
+    async def counted() -> list[MCPTool]:
+        _record("tools/list", {})
+        return await listed()
+
+    server.list_tools = counted  # type: ignore[method-assign]
+
+
+def _debugging() -> None:
+    """Opt-in behaviours a toolset's env turns on: ``MCP_TEST_REPORT_ENV`` adds the
+    ``report_env`` tool, ``MCP_TEST_STDERR`` prints the ``TICKETS_TOKEN`` to stderr."""
+    if os.environ.get("MCP_TEST_REPORT_ENV"):
+        server.add_tool(
+            _report_env, name="report_env", annotations=ToolAnnotations(read_only_hint=True)
+        )
+    if os.environ.get("MCP_TEST_STDERR"):
+        token = os.environ.get("TICKETS_TOKEN")
+        print(f"Traceback (most recent call last):\n  KeyError: token={token}", file=sys.stderr)
+        sys.stderr.flush()
+
+
 def _guarded(app: Any, header: str, value: str) -> Any:
     """``app`` refusing (401) any HTTP request without ``header: value``."""
     wanted = (header.lower().encode(), value.encode())
@@ -136,9 +191,14 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP")
     parser.add_argument("--state", default=None, help="the JSON state file")
     parser.add_argument("--require-header", default=None, help="NAME=VALUE")
+    parser.add_argument("--many-tools", type=int, default=0, help="list this many more tools")
     args = parser.parse_args()
     if args.state:
         _state_path = Path(args.state)
+    _debugging()
+    if args.many_tools:
+        _many_tools(args.many_tools)
+    _counting_lists()
     state = _load()
     state["pid"] = os.getpid()
     _save(state)

@@ -5,6 +5,7 @@ errors, a server killed mid-call, backoff and reconnection, list-changed refresh
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from conftest import migrate
 from egress import EgressPolicy
 from mcp_testing import (
     SECRET_HEADER,
+    STDIO_PROGRAMS,
     HttpMcpServer,
     alive,
     calls,
@@ -77,7 +79,12 @@ async def rig(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
     store = Store(sqlite_url, secrets_key=Fernet.generate_key().decode())
     session_id = str(uuid.uuid4())
     await store.sessions.create(org_id="acme", user_id="ada", session_id=session_id, title=None)
-    pool = McpPool(store, backoff_s=FAST_BACKOFF, egress=EgressPolicy(allow_loopback=True))
+    pool = McpPool(
+        store,
+        stdio_commands=STDIO_PROGRAMS,
+        backoff_s=FAST_BACKOFF,
+        egress=EgressPolicy(allow_loopback=True),
+    )
     ctx = ToolContext(store=store, org_id="acme", user_id="ada", role="owner")
     try:
         yield Rig(store, pool, tmp_path / "state.json", session_id, ctx)
@@ -98,7 +105,7 @@ async def test_a_stdio_toolset_is_listed_mapped_and_called_through_the_runner(ri
 
     assert sorted(tools) == [
         "tickets.add_extras", "tickets.always_fails", "tickets.create_ticket",
-        "tickets.delete_ticket", "tickets.search_tickets", "tickets.slow_echo",
+        "tickets.delete_ticket", "tickets.search_tickets", "tickets.slow_echo", "tickets.storm",
     ]  # fmt: skip
     assert (tools["tickets.search_tickets"].category, tools["tickets.create_ticket"].category) == (
         "read", "write",
@@ -167,10 +174,9 @@ async def test_a_server_killed_mid_call_is_a_typed_error_then_down_then_back(rig
 
 
 async def test_a_failing_server_is_retried_only_after_its_backoff(rig: Rig, tmp_path: Path) -> None:
+    command = [sys.executable, str(tmp_path / "no-such-script.py")]  # exits at once
     await rig.store.mcp_toolsets.put(
-        "acme",
-        "broken",
-        McpToolsetSpec(transport="stdio", command=[str(tmp_path / "no-such-program")]),
+        "acme", "broken", McpToolsetSpec(transport="stdio", command=command)
     )
     assert await rig.pool.tools("acme", ["broken"]) == []
     [first] = await rig.pool.status("acme", ["broken"])
@@ -231,7 +237,7 @@ async def test_a_list_changed_notice_refreshes_the_tools(rig: Rig) -> None:
 
 
 async def test_settings_disabled_stdio_and_new_versions(rig: Rig) -> None:
-    refusing = McpPool(rig.store, allow_stdio=False)
+    refusing = McpPool(rig.store)  # no stdio_commands: stdio is off
     await rig.stdio()
     try:
         assert await refusing.tools("acme", ["tickets"]) == []

@@ -5,6 +5,7 @@ withheld from the agent's turns until it is back)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from bosun_web import Bosun, serve
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
+ALLOW_STDIO_ENV = {"BOSUN_MCP__STDIO_COMMANDS": json.dumps([sys.executable])}
+"""The test server runs under this Python (``mcp.stdio_commands``; off by default)."""
 MCP_SERVER = Path(__file__).resolve().parents[1] / "tools" / "mcp_server.py"
 SCRIPT = """
 - match: "You are the planner"
@@ -26,7 +29,7 @@ SCRIPT = """
 @pytest.fixture(scope="module")
 def bosun(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bosun]:
     workdir = tmp_path_factory.mktemp("toolsets")
-    with serve(workdir, SCRIPT) as served, served.api() as client:
+    with serve(workdir, SCRIPT, env=ALLOW_STDIO_ENV) as served, served.api() as client:
         stdio = [sys.executable, str(MCP_SERVER), "--state", str(workdir / "state.json")]
         for name, body in (
             ("tickets", {"transport": "stdio", "command": stdio}),
