@@ -20,7 +20,7 @@ from store import AgentRecord, Store
 from tools import COMMUNICATION_TOOLS, ToolDef, ToolRegistry, communication_tools
 
 if TYPE_CHECKING:
-    from tools import McpPool
+    from tools import McpPool, OpenApiProvider
 from turn import ModelResolver, TurnKit, TurnRoleModels, TurnSetup
 
 FORCED_TOOLS_TOKENS = 2_000
@@ -83,12 +83,14 @@ class AgentDirectory:
         default: AgentProfile,
         *,
         mcp: McpPool | None = None,
+        openapi: OpenApiProvider | None = None,
     ) -> None:
         self._store = store
         self.policy = policy
         self._kit = kit
         self._default = Agent(DEFAULT_HANDLE, 0, default)
         self._mcp = mcp  # None: no MCP toolsets on this server (a CLI, a test)
+        self._openapi = openapi  # None: no OpenAPI toolsets (a CLI, a test)
 
     async def list(self, org_id: str) -> list[Agent]:
         """The org's agents by handle, the default among them (saved or built in)."""
@@ -130,8 +132,9 @@ class AgentDirectory:
 
     async def check(self, org_id: str, profile: AgentProfile) -> None:
         """Raise ``ProfileError`` if the policy refuses ``profile`` in ``org_id`` (whose
-        MCP toolsets it may name as routers)."""
+        MCP and OpenAPI toolsets it may name as routers)."""
         toolsets = [t.name for t in await self._store.mcp_toolsets.list_for_org(org_id)]
+        toolsets += await self._store.openapi_toolsets.names(org_id)
         self.policy.check(profile, toolsets)
 
     async def delete(self, org_id: str, handle: str) -> None:
@@ -143,13 +146,14 @@ class AgentDirectory:
     async def setup(self, agent: Agent, *, org_id: str, background: bool = False) -> AgentSetup:
         """The kit a turn of ``agent`` in ``org_id`` runs with (the built-in default: the
         server's own); ``background``: a run nobody watches, whose approvals defer rather
-        than wait. The tools of the org's MCP toolsets its profile names join the kit, less
-        those of a toolset that is down (withheld until it is back)."""
+        than wait. The tools of the org's MCP and OpenAPI toolsets its profile names join
+        the kit, less those of an MCP toolset that is down (withheld until it is back)."""
         if agent.version == 0:
             caps = replace(self._kit.capabilities, mode="defer" if background else "suspend")
             return AgentSetup(agent, replace(self._kit, capabilities=caps), {})
         profile = agent.profile
-        kit = _with_tools(self._kit, await self._mcp_tools(org_id, profile))
+        remote = await self._remote_tools(org_id, agent, background=background)
+        kit = _with_tools(self._kit, remote)
         limits = profile.limits
         kit = replace(
             kit,
@@ -181,16 +185,27 @@ class AgentDirectory:
 
         return setup
 
-    async def _mcp_tools(self, org_id: str, profile: AgentProfile) -> Sequence[ToolDef]:
-        """The tools of the MCP toolsets ``profile`` grants (routers that are not the
-        server's own): only toolsets a profile names are ever offered."""
-        if self._mcp is None or profile.tools is None:
+    async def _remote_tools(
+        self, org_id: str, agent: Agent, *, background: bool
+    ) -> Sequence[ToolDef]:
+        """The tools of the MCP and OpenAPI toolsets ``agent``'s profile grants (routers
+        that are not the server's own): only toolsets a profile names are ever offered.
+        OpenAPI tools act for the agent's caller (``background``: nobody's token)."""
+        profile = agent.profile
+        if profile.tools is None:
             return []
         own = {t.router for t in self._kit.tools or ()} | {
             name.split(".", 1)[0] for name in COMMUNICATION_TOOLS
         }
         toolsets = [router for router in profile.routers() if router not in own]
-        return await self._mcp.tools(org_id, toolsets) if toolsets else []
+        if not toolsets:
+            return []
+        tools = list(await self._mcp.tools(org_id, toolsets)) if self._mcp else []
+        if self._openapi is not None:
+            tools += await self._openapi.tools(
+                org_id, toolsets, agent=agent.handle, background=background
+            )
+        return tools
 
 
 def _with_tools(kit: TurnKit, tools: Sequence[ToolDef]) -> TurnKit:

@@ -33,6 +33,12 @@ from store._mcp_toolsets import (
 )
 from store._models import Base, OrgRow, utcnow
 from store._notices import NOTICE_TYPES, NoticeRecord, Notices, NoticeType, notice_key
+from store._openapi_toolsets import (
+    IdentityMode,
+    OpenApiToolsetRecord,
+    OpenApiToolsets,
+    OpenApiToolsetSpec,
+)
 from store._org_keys import OrgKeyInfo, OrgKeys, SecretsKeyError
 from store._rate_limits import TokenSpend
 from store._retention import PruneReport
@@ -84,6 +90,7 @@ __all__ = [
     "EventLog",
     "FiredAlert",
     "IdempotencyClaim",
+    "IdentityMode",
     "InvalidToolsetError",
     "McpToolsetRecord",
     "McpToolsetSpec",
@@ -91,6 +98,9 @@ __all__ = [
     "NoticeRecord",
     "NoticeType",
     "Notices",
+    "OpenApiToolsetRecord",
+    "OpenApiToolsetSpec",
+    "OpenApiToolsets",
     "OrgKeyInfo",
     "OrgKeys",
     "OrgRow",

@@ -17,6 +17,7 @@ from store._log import EventLog, LogNotifier
 from store._mcp_toolsets import McpToolsets
 from store._notices import Notices
 from store._notify import PgListener
+from store._openapi_toolsets import OpenApiToolsets
 from store._org_keys import OrgKeys, SecretBox
 from store._rate_limits import RateLimits
 from store._retention import Retention
@@ -58,6 +59,7 @@ class Store:
         self.approvals = Approvals(self.db)
         self.artifacts = Artifacts(self.db)
         self.mcp_toolsets = McpToolsets(self.db, box)
+        self.openapi_toolsets = OpenApiToolsets(self.db, box)
         self.threads = ProtocolThreads(self.db)
 
     @property

@@ -9,10 +9,12 @@ from litestar.params import FromPath
 from pydantic import BaseModel, Field
 
 from events import ToolCompleted, ToolError, ToolStarted
-from stream._api import AuthedRequest, ServicesDep
+from fleet import AgentNotFoundError
+from stream._api import AuthedRequest, Services, ServicesDep
 from stream._errors import ApiError, ErrorCode
 from stream._routes import session_for
 from tools import ToolContext, ToolOutcome, ToolRunner
+from turn import TurnKit
 
 # Why an undo did not run, by the runner's code: the undo's own refusals keep their code
 # (clients tell "already undone" from "cannot be undone"); the gates' become HTTP errors.
@@ -56,10 +58,10 @@ async def undo_tool(
     execution = await services.store.tool_executions.undo_target(tool_use_id, session_id=record.id)
     if execution is None:
         raise ApiError(404, "not_found", f"No tool call {tool_use_id!r} in this session")
-    tools = services.kit.tools
-    if tools is None:
+    kit = await _session_kit(services, principal.org_id, record.agent)
+    if kit.tools is None:
         raise ApiError(503, "agent_disabled", "Tools are not enabled on this server")
-    runner = ToolRunner(tools, services.store, capabilities=services.kit.capabilities)
+    runner = ToolRunner(kit.tools, services.store, capabilities=kit.capabilities)
     ctx = ToolContext(
         store=services.store,
         org_id=principal.org_id,
@@ -90,6 +92,16 @@ async def undo_tool(
         output=outcome.output if outcome.ok else None,
         error=error.as_dict() if error is not None else None,
     )
+
+
+async def _session_kit(services: Services, org_id: str, handle: str | None) -> TurnKit:
+    """The kit of the session's agent, whose toolsets' writes (an OpenAPI toolset's) an
+    undo may reverse; the server's own when the agent is gone."""
+    try:
+        agent = await services.agents.get(org_id, handle)
+    except AgentNotFoundError:
+        return services.kit
+    return (await services.agents.setup(agent, org_id=org_id)).kit
 
 
 def _refuse_unrun(outcome: ToolOutcome) -> None:

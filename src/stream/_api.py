@@ -25,7 +25,7 @@ from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import MAX_CONTEXT_KEYS, UUID_PATTERN, MessageText
 from stream._deliveries import DeliveryLimits
-from tools import McpPool  # at run time: Litestar reads the fields of Services
+from tools import McpPool, OpenApiProvider  # at run time: Litestar reads Services' fields
 from turn import ModelResolver, TurnKit, TurnRunner
 
 
@@ -94,6 +94,7 @@ class Services:
     costs: CostGuard
     approvals: ApprovalDesk
     mcp: McpPool
+    openapi: OpenApiProvider
     locks: SessionLocks = field(default_factory=SessionLocks)
 
 

@@ -37,6 +37,7 @@ from stream import (
     _mcp,
     _metrics,
     _notices,
+    _openapi_toolsets,
     _plan,
     _resolve,
     _routes,
@@ -45,7 +46,7 @@ from stream import (
     _web,
 )
 from stream._api import Services, StreamConfig
-from stream._auth import BearerAuthMiddleware
+from stream._auth import BearerAuthMiddleware, sign_claims
 from stream._bounds import check_bounds
 from stream._deliveries import DeliveryWorker
 from stream._errors import EXCEPTION_HANDLERS
@@ -99,6 +100,10 @@ ROUTES = [
     _mcp.get_toolset,
     _mcp.put_toolset,
     _mcp.delete_toolset,
+    _openapi_toolsets.list_toolsets,
+    _openapi_toolsets.get_toolset,
+    _openapi_toolsets.put_toolset,
+    _openapi_toolsets.delete_toolset,
     _notices.events_stream,
     _notices.create_webhook,
     _notices.list_webhooks,
@@ -186,7 +191,7 @@ def _services(
     policy: AgentPolicy | None,
 ) -> Services:
     """What every route shares: the agents, the turn runner and the services around it."""
-    from tools import McpPool  # here, not at import: see tools.__getattr__
+    from tools import McpPool, OpenApiProvider  # here, not at import: see tools.__getattr__
 
     mcp = McpPool(  # this worker's MCP connections
         store,
@@ -195,10 +200,11 @@ def _services(
         connect_timeout_s=config.mcp_connect_timeout_s,
         egress=config.egress,
     )
+    openapi = OpenApiProvider(store, signer=sign_claims, egress=config.egress)
     resolver = ModelResolver(models, store.org_keys)
     directory = AgentDirectory(
         store, policy or default_policy(kit, resolver.allowed), kit, default_profile(kit),
-        mcp=mcp,
+        mcp=mcp, openapi=openapi,
     )  # fmt: skip
     costs = CostGuard(store, directory)  # told when any turn ends: alerts, pause, notices
     runner = TurnRunner(
@@ -208,7 +214,7 @@ def _services(
     return Services(
         store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory,
         runs=RunDispatcher(store, directory, runner, resolver), costs=costs,
-        approvals=ApprovalDesk(store, directory), mcp=mcp,
+        approvals=ApprovalDesk(store, directory), mcp=mcp, openapi=openapi,
     )  # fmt: skip
 
 
@@ -252,6 +258,7 @@ class _Workers:
         await self._keeper.stop()
         await services.runner.shutdown(services.config.shutdown_grace_s)
         await services.mcp.aclose()  # stdio servers stop with the worker
+        await services.openapi.aclose()
         await services.store.close()
 
 

@@ -15,7 +15,7 @@ from litestar.middleware.authentication import (
 from litestar.types import ASGIApp
 
 from stream._errors import ApiError
-from tools import UserRole
+from tools import UserRole, caller_token
 
 ROLES: tuple[str, ...] = get_args(UserRole)
 # /metrics: 404 unless enabled; / and /web/: the web chat page and its assets
@@ -40,6 +40,12 @@ class Principal:
 class TokenConfig:
     secret: str
     algorithm: str = "HS256"
+
+
+def sign_claims(claims: dict[str, Any], key: str) -> str:
+    """An HS256 JWT of ``claims`` under ``key``: an OpenAPI toolset's per-call identity,
+    signed with that toolset's own secret (never this server's)."""
+    return jwt.encode(claims, key, algorithm="HS256")
 
 
 def mint_token(config: TokenConfig, *, user: str, org: str, role: UserRole, ttl_s: int) -> str:
@@ -124,6 +130,8 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
                 "Missing bearer token: send Authorization: Bearer <JWT> (`bosun token` prints one)"
             )
         principal = decode_token(self._config, token.strip())
+        # The turns this request starts inherit it: what a ``forward`` OpenAPI toolset sends.
+        caller_token.set(token.strip())
         return AuthenticationResult(user=principal, auth=token)
 
 

@@ -62,6 +62,9 @@ ErrorCode = Literal[
     "stdio_disabled",
     "secrets_unavailable",
     "egress_refused",
+    "invalid_document",
+    "openapi_unreachable",
+    "toolset_exists",
     "internal",
 ]
 _log = structlog.get_logger("bosun.http")

@@ -1,7 +1,8 @@
 """Typed tools: declarations and their policies (category, confirm, kind, inverse, roles,
 audit), the registry the planner and executors share, the runner that enforces those
 policies (validation, roles, capabilities, confirmation, timeouts, recorded executions,
-undo), the tools of MCP servers (``McpPool``), and the demo toolset (``tools.demo``).
+undo), the tools of MCP servers (``McpPool``) and of OpenAPI documents
+(``OpenApiProvider``), and the demo toolset (``tools.demo``).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from tools._comms import (
 from tools._executions import rejection
 from tools._mcp_tools import McpToolStatus
 from tools._notify_user import GET_ARTIFACT, NOTIFY_USER, artifact_json, artifact_tools
+from tools._openapi_map import InvalidDocumentError
 from tools._registry import Inverse, ToolDef, ToolRegistry, UnknownToolError, UserRole
 from tools._runner import (
     Capabilities,
@@ -33,10 +35,11 @@ from tools._runner import (
     ToolRunner,
     approval_notice,
 )
-from tools._runtime import ToolContext, ToolError, record_audit
+from tools._runtime import Signer, ToolContext, ToolError, caller_token, record_audit
 
 if TYPE_CHECKING:
     from tools._mcp import McpPool, McpStatus
+    from tools._openapi import OpenApiProvider, map_record
 
 
 def __getattr__(name: str) -> Any:
@@ -46,6 +49,10 @@ def __getattr__(name: str) -> Any:
         from tools import _mcp
 
         return getattr(_mcp, name)
+    if name in ("OpenApiProvider", "map_record"):  # httpx on first use too
+        from tools import _openapi
+
+        return getattr(_openapi, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -58,11 +65,14 @@ __all__ = [
     "NOTIFY_USER",
     "ArtifactType",
     "Capabilities",
+    "InvalidDocumentError",
     "Inverse",
     "McpPool",
     "McpStatus",
     "McpToolStatus",
     "Needs",
+    "OpenApiProvider",
+    "Signer",
     "ToolCallRequest",
     "ToolContext",
     "ToolDef",
@@ -77,8 +87,10 @@ __all__ = [
     "artifact_json",
     "artifact_tools",
     "artifact_type",
+    "caller_token",
     "communication_tools",
     "create_artifact",
+    "map_record",
     "record_audit",
     "register_artifact_type",
     "rejection",

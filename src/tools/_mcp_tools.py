@@ -255,22 +255,25 @@ def _handler(
                 hint="The MCP server reported this; fix the input or tell the user",
             )
         if audit is not None:  # a change on the server: audited like a built-in write
-            await _audit(ctx, audit, toolset, mcp_name)
+            await audit_change(ctx, audit, toolset, mcp_name)
         return result_output(result)
 
     return run
 
 
-async def _audit(ctx: ToolContext, label: str, toolset: str, mcp_name: str) -> None:
-    """Record the change's audit row. The change is already made on the server, so a
-    failure here is logged, not raised: a failed call could be run again and repeat it."""
+async def audit_change(
+    ctx: ToolContext, label: str, toolset: str, tool: str, *, kind: str = "mcp"
+) -> None:
+    """Record the audit row of a change a remote tool made (``kind``: ``mcp``, ``openapi``).
+    The change is already made there, so a failure here is logged, not raised: a failed
+    call could be run again and repeat it."""
     try:
         async with ctx.store.db.write() as conn:
-            detail = {"toolset": toolset, "tool": mcp_name}
-            await record_audit(conn, ctx, label, target=f"mcp:{toolset}", detail=detail)
+            detail = {"toolset": toolset, "tool": tool}
+            await record_audit(conn, ctx, label, target=f"{kind}:{toolset}", detail=detail)
     except Exception as exc:
         _log.error(
-            "mcp.audit_failed", tool=label, tool_use_id=ctx.tool_use_id,
+            f"{kind}.audit_failed", tool=label, tool_use_id=ctx.tool_use_id,
             exc_type=type(exc).__qualname__,
         )  # fmt: skip
 

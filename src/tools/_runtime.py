@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +12,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from events import Event
 from store import Store
 from tools._registry import UserRole
+
+Signer = Callable[[dict[str, Any], str], str]
+"""Signs JWT claims with a key (HS256) for an OpenAPI toolset's calls: injected by the
+composition root, since only the HTTP edge knows JWTs."""
+caller_token: ContextVar[str | None] = ContextVar("bosun_caller_token", default=None)
+"""The bearer token of the request a turn started from (set by the HTTP edge), which
+``forward`` OpenAPI toolsets send; a background run has none."""
 
 
 @dataclass(frozen=True, kw_only=True)
