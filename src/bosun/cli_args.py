@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         _serve, _migrate, _token, _org_tier, _chat, _plan, _budget, _prune, _agents, _run,
-        _mcp,
+        _mcp, _openapi,
     ):  # fmt: skip
         add(commands)
     return parser
@@ -129,11 +129,16 @@ def _run(commands: _Commands) -> None:
     _database_url(run)
 
 
-def _mcp(commands: _Commands) -> None:
-    mcp = commands.add_parser("mcp", help="list, show, add or remove an org's MCP toolsets")
-    actions = mcp.add_subparsers(dest="action", required=True, metavar="ACTION")
+def _toolset_actions(
+    commands: _Commands, command: str, what: str
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """``bosun COMMAND list|show|add|remove`` for an org's toolsets of one kind: the
+    ``show`` and ``add`` parsers, for their own arguments."""
+    helped = f"list, show, add or remove an org's {what} toolsets"
+    parser = commands.add_parser(command, help=helped)
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action in (
-        actions.add_parser("list", help="the org's MCP toolsets"),
+        actions.add_parser("list", help=f"the org's {what} toolsets"),
         show := actions.add_parser("show", help="one toolset (JSON), never its secret values"),
         add := actions.add_parser("add", help="add a toolset, or replace it (its next version)"),
         actions.add_parser("remove", help="remove a toolset"),
@@ -142,10 +147,41 @@ def _mcp(commands: _Commands) -> None:
         _database_url(action)
         if action is not actions.choices["list"]:
             action.add_argument("name", metavar="NAME", help="the toolset: its tools' router")
+    return show, add
+
+
+def _mcp(commands: _Commands) -> None:
+    show, add = _toolset_actions(commands, "mcp", "MCP")
     show.add_argument(
         "--check", action="store_true", help="connect now and list its tools (as a server would)"
     )
     _mcp_add(add)
+
+
+def _openapi(commands: _Commands) -> None:
+    _, add = _toolset_actions(commands, "openapi", "OpenAPI")
+    add.add_argument(
+        "--openapi", required=True, metavar="URL_OR_FILE",
+        help="the OpenAPI 3.0/3.1 document (JSON or YAML): a URL (fetched now) or a file",
+    )  # fmt: skip
+    add.add_argument("--base-url", required=True, metavar="URL", help="where the API is called")
+    add.add_argument(
+        "--include", action="append", default=[], metavar="TAG_OR_OPERATION",
+        help="offer only these tags or operationIds; repeatable",
+    )  # fmt: skip
+    add.add_argument(
+        "--exclude", action="append", default=[], metavar="TAG_OR_OPERATION",
+        help="never offer these tags or operationIds; repeatable",
+    )  # fmt: skip
+    add.add_argument(
+        "--identity", choices=("signed", "forward"), default="signed",
+        help="signed: a JWT per call with the toolset's secret; forward: the user's own token",
+    )  # fmt: skip
+    add.add_argument(
+        "--category", action="append", type=_pair("=", last=True), default=[],
+        metavar="OPERATION=CATEGORY", help="one operation's category; repeatable",
+    )  # fmt: skip
+    add.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per request")
 
 
 def _mcp_add(add: argparse.ArgumentParser) -> None:

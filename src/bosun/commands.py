@@ -3,7 +3,7 @@
 ``bosun.cli`` imports this module only once the line has parsed: from here on the
 settings, providers, the store and the HTTP stack load. ``serve``, ``migrate``, ``token``
 and ``org-tier`` are here; ``chat``, ``plan``, ``budget``, ``prune``, ``agents``,
-``run`` and ``mcp`` have their own modules.
+``run``, ``mcp`` and ``openapi`` have their own modules.
 """
 
 from __future__ import annotations
@@ -11,11 +11,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 
 import structlog
 from pydantic import ValidationError
 
-from bosun import agents_cli, budget_report, chat_cli, mcp_cli, plan_cli, prune_cli
+from bosun import (
+    agents_cli,
+    budget_report,
+    chat_cli,
+    mcp_cli,
+    openapi_cli,
+    plan_cli,
+    prune_cli,
+)
 from bosun.cli_args import DEV_ORG, DEV_USER
 from bosun.log import configure_logging
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
@@ -24,6 +33,14 @@ from store import SecretsKeyError, Store
 from tools import UserRole
 
 _log = structlog.get_logger("bosun.egress")
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
+    "plan": plan_cli.run, "chat": chat_cli.run, "budget": budget_report.run_budget,
+    "prune": prune_cli.run, "agents": agents_cli.run_agents, "run": agents_cli.run_run,
+    "mcp": mcp_cli.run, "openapi": openapi_cli.run,
+}  # fmt: skip
+"""The commands that live in their own modules."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,24 +53,12 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(fmt=settings.log_format, level=settings.log_level)
     if args.command == "serve":
         return _serve(args, settings)
-    if args.command == "plan":
-        return plan_cli.run(args, settings)
-    if args.command == "chat":
-        return chat_cli.run(args, settings)
+    if args.command in _COMMANDS:
+        return _COMMANDS[args.command](args, settings)
     if args.command == "migrate":
         asyncio.run(_migrate(settings.database_url, args.revision, demo=settings.demo))
         print(f"migrated {settings.database_url.split('@')[-1]} to {args.revision}")
         return 0
-    if args.command == "budget":
-        return budget_report.run_budget(args, settings)
-    if args.command == "prune":
-        return prune_cli.run(args, settings)
-    if args.command == "agents":
-        return agents_cli.run_agents(args, settings)
-    if args.command == "run":
-        return agents_cli.run_run(args, settings)
-    if args.command == "mcp":
-        return mcp_cli.run(args, settings)
     if args.command == "org-tier":
         return _org_tier(args, settings)
     assert args.command == "token", args.command

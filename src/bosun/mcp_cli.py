@@ -28,7 +28,7 @@ from store import (
 )
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """What the command cannot do, said to the user (exit status 2)."""
 
 
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         for line in asyncio.run(_mcp(args, settings)):
             print(line)
-    except (_Refused, InvalidToolsetError, SecretsKeyError) as exc:
+    except (Refused, InvalidToolsetError, SecretsKeyError) as exc:
         print(f"bosun mcp: {exc}", file=sys.stderr)
         return 2
     return 0
@@ -54,7 +54,7 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> list[str]:
             return [await _add(store, args, settings)]
         if args.action == "remove":
             if not await store.mcp_toolsets.delete(args.org, args.name):
-                raise _Refused(f"the org {args.org!r} has no MCP toolset {args.name!r}")
+                raise Refused(f"the org {args.org!r} has no MCP toolset {args.name!r}")
             return [f"{args.name}: removed"]
         return [await _show(store, args, settings)]
     finally:
@@ -70,9 +70,9 @@ def _line(record: McpToolsetRecord) -> str:
 async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> str:
     stdio = args.program is not None
     if stdio and (refusal := stdio_refusal(args.program, settings.mcp.stdio_commands)):
-        raise _Refused(refusal)
+        raise Refused(refusal)
     if (args.header and stdio) or (args.env and not stdio):
-        raise _Refused("--header goes with --url, --env with --command")
+        raise Refused("--header goes with --url, --env with --command")
     spec = McpToolsetSpec(
         transport="stdio" if stdio else "http",
         url=args.url,
@@ -91,7 +91,7 @@ async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> st
 async def _show(store: Store, args: argparse.Namespace, settings: Settings) -> str:
     record = await store.mcp_toolsets.get(args.org, args.name)
     if record is None:
-        raise _Refused(f"the org {args.org!r} has no MCP toolset {args.name!r}")
+        raise Refused(f"the org {args.org!r} has no MCP toolset {args.name!r}")
     shown: dict[str, Any] = asdict(record)
     for key in ("id", "org_id"):
         shown.pop(key)

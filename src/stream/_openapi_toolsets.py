@@ -8,34 +8,35 @@ signing secret is in the response that creates it, and never again.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import httpx
-import yaml
 from litestar import delete, get, put
 from litestar.params import FromPath, JSONBody
 from pydantic import BaseModel, Field, JsonValue, StringConstraints, model_validator
 
-from egress import EgressRefused, httpx_client
+from egress import EgressRefused
 from store import (
     InvalidToolsetError,
     OpenApiToolsetRecord,
     OpenApiToolsetSpec,
     SecretsKeyError,
-    utcnow,
 )
 from store._mcp_toolsets import MAX_TIMEOUT_S, MAX_URL_CHARS, URL_PATTERN
-from store._openapi_toolsets import MAX_DOCUMENT_CHARS, MAX_SELECTORS, OPERATION_PATTERN
+from store._openapi_toolsets import MAX_SELECTORS, OPERATION_PATTERN
 from stream._api import AuthedRequest, RequestBody, Services, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError, check_egress
 from stream._mcp import CategoryName, _names
-from tools import InvalidDocumentError, map_record
+from tools import (
+    DocumentUnreachableError,
+    InvalidDocumentError,
+    fetch_document,
+    map_record,
+    preview,
+)
 
 Selector = Annotated[str, StringConstraints(pattern=OPERATION_PATTERN)]
-FETCH_TIMEOUT_S = 10.0
 
 
 class OperationsIn(RequestBody):
@@ -184,7 +185,7 @@ async def put_toolset(
     document = data.openapi
     if data.openapi_url is not None:
         await check_egress(data.openapi_url, policy)
-        document = await fetch_document(data.openapi_url, services)
+        document = await _fetched(data.openapi_url, services)
     assert document is not None, "the body has one of openapi_url and openapi"
     spec = OpenApiToolsetSpec(
         document=document, base_url=data.base_url, source_url=data.openapi_url,
@@ -214,62 +215,19 @@ async def delete_toolset(
 
 def _check_document(org_id: str, name: str, spec: OpenApiToolsetSpec) -> None:
     """422 ``invalid_document`` for a document no tool could come from."""
-    probe = OpenApiToolsetRecord(
-        id="", org_id=org_id, name=name, document=spec.document, source_url=spec.source_url,
-        base_url=spec.base_url, include=spec.include, exclude=spec.exclude,
-        identity_mode="signed", categories=spec.categories, timeout_s=spec.timeout_s,
-        version=0, created_at=utcnow(), updated_at=utcnow(),
-    )  # fmt: skip
     try:
-        map_record(probe)
+        preview(org_id, name, spec)
     except InvalidDocumentError as exc:
         raise ApiError(422, "invalid_document", str(exc)) from None
 
 
-async def fetch_document(url: str, services: Services) -> dict[str, Any]:
-    """The OpenAPI document at ``url`` (JSON or YAML), through the egress guard: 422
-    ``openapi_unreachable`` when it cannot be read, ``invalid_document`` when it is not one."""
+async def _fetched(url: str, services: Services) -> dict[str, Any]:
+    """The document at ``url``, or the 422 saying why not."""
     try:
-        async with (
-            httpx_client(services.config.egress, timeout=FETCH_TIMEOUT_S) as http,
-            http.stream("GET", url) as response,
-        ):
-            if response.status_code != 200:
-                raise ApiError(
-                    422, "openapi_unreachable", f"GET {url} answered {response.status_code}"
-                )
-            text = await _read_bounded(response)
+        return await fetch_document(url, services.config.egress)
     except EgressRefused as exc:
         raise ApiError(422, "egress_refused", f"{exc.message}: use a public URL") from None
-    except httpx.HTTPError as exc:
-        message = f"GET {url} failed ({type(exc).__name__}): check the URL and that it is up"
-        raise ApiError(422, "openapi_unreachable", message) from None
-    return parse_document(text)
-
-
-async def _read_bounded(response: httpx.Response) -> str:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_DOCUMENT_CHARS:
-            raise ApiError(
-                422, "invalid_document", f"the document is over {MAX_DOCUMENT_CHARS} bytes"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace")
-
-
-def parse_document(text: str) -> dict[str, Any]:
-    """A document's JSON or YAML text as an object (422 ``invalid_document`` otherwise)."""
-    try:
-        document = json.loads(text)
-    except ValueError:
-        try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError:
-            document = None
-    if not isinstance(document, dict):
-        raise ApiError(422, "invalid_document", "the document is neither a JSON nor a YAML object")
-    parsed: dict[str, Any] = json.loads(json.dumps(document, default=str))  # YAML dates
-    return parsed
+    except DocumentUnreachableError as exc:
+        raise ApiError(422, "openapi_unreachable", str(exc)) from None
+    except InvalidDocumentError as exc:
+        raise ApiError(422, "invalid_document", str(exc)) from None

@@ -39,7 +39,26 @@ from tools._runtime import Signer, ToolContext, ToolError, caller_token, record_
 
 if TYPE_CHECKING:
     from tools._mcp import McpPool, McpStatus
-    from tools._openapi import OpenApiProvider, map_record
+    from tools._openapi import (
+        DocumentUnreachableError,
+        OpenApiProvider,
+        fetch_document,
+        map_record,
+        parse_document,
+        preview,
+    )
+
+
+_OPENAPI = frozenset(
+    {
+        "DocumentUnreachableError",
+        "OpenApiProvider",
+        "fetch_document",
+        "map_record",
+        "parse_document",
+        "preview",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -49,7 +68,7 @@ def __getattr__(name: str) -> Any:
         from tools import _mcp
 
         return getattr(_mcp, name)
-    if name in ("OpenApiProvider", "map_record"):  # httpx on first use too
+    if name in _OPENAPI:  # httpx on first use too
         from tools import _openapi
 
         return getattr(_openapi, name)
@@ -65,6 +84,7 @@ __all__ = [
     "NOTIFY_USER",
     "ArtifactType",
     "Capabilities",
+    "DocumentUnreachableError",
     "InvalidDocumentError",
     "Inverse",
     "McpPool",
@@ -90,7 +110,10 @@ __all__ = [
     "caller_token",
     "communication_tools",
     "create_artifact",
+    "fetch_document",
     "map_record",
+    "parse_document",
+    "preview",
     "record_audit",
     "register_artifact_type",
     "rejection",

@@ -26,10 +26,12 @@ from urllib.parse import quote
 
 import httpx
 import structlog
+import yaml
 from pydantic import BaseModel
 
 from egress import PUBLIC_ONLY, EgressPolicy, EgressRefused
-from store import OpenApiToolsetRecord, SecretsKeyError, Store
+from store import OpenApiToolsetRecord, OpenApiToolsetSpec, SecretsKeyError, Store, utcnow
+from store._openapi_toolsets import MAX_DOCUMENT_CHARS
 from tools._mcp_tools import (
     CALL_GRACE_S,
     MAX_ERROR_CHARS,
@@ -46,6 +48,7 @@ _log = structlog.get_logger("bosun.openapi")
 TOKEN_TTL_S: Final = 60
 IDEMPOTENT: Final = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 RETRY_DELAY_S: Final = 0.2
+FETCH_TIMEOUT_S: Final = 10.0
 _BACKGROUND: Final = ("schedule:", "webhook:")
 """User ids of runs no person triggered: their calls carry the agent."""
 
@@ -226,6 +229,68 @@ def map_record(record: OpenApiToolsetRecord) -> list[tuple[Operation, type[BaseM
     return kept
 
 
+def preview(org_id: str, name: str, spec: OpenApiToolsetSpec) -> list[Operation]:
+    """The operations ``spec`` would offer as tools, before it is saved
+    (``InvalidDocumentError`` for a document no tool could come from)."""
+    probe = OpenApiToolsetRecord(
+        id="", org_id=org_id, name=name, document=spec.document, source_url=spec.source_url,
+        base_url=spec.base_url, include=spec.include, exclude=spec.exclude,
+        identity_mode="signed", categories=spec.categories, timeout_s=spec.timeout_s,
+        version=0, created_at=utcnow(), updated_at=utcnow(),
+    )  # fmt: skip
+    return [op for op, _ in map_record(probe)]
+
+
+class DocumentUnreachableError(Exception):
+    """The OpenAPI document's URL could not be read; the message says how it failed."""
+
+
+async def fetch_document(url: str, egress: EgressPolicy) -> dict[str, Any]:
+    """The OpenAPI document at ``url`` (JSON or YAML), through the egress guard:
+    ``EgressRefused``, ``DocumentUnreachableError``, or ``InvalidDocumentError``."""
+    from egress import httpx_client
+
+    try:
+        async with (
+            httpx_client(egress, timeout=FETCH_TIMEOUT_S) as http,
+            http.stream("GET", url) as response,
+        ):
+            if response.status_code != 200:
+                raise DocumentUnreachableError(f"GET {url} answered {response.status_code}")
+            text = await _read_bounded(response)
+    except httpx.HTTPError as exc:
+        raise DocumentUnreachableError(
+            f"GET {url} failed ({type(exc).__name__}): check the URL and that it is up"
+        ) from None
+    return parse_document(text)
+
+
+async def _read_bounded(response: httpx.Response) -> str:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_DOCUMENT_CHARS:
+            raise InvalidDocumentError(f"the document is over {MAX_DOCUMENT_CHARS} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def parse_document(text: str) -> dict[str, Any]:
+    """A document's JSON or YAML text as a JSON object (``InvalidDocumentError``)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError:
+            document = None
+    if not isinstance(document, dict):
+        raise InvalidDocumentError("the document is neither a JSON nor a YAML object")
+    parsed: dict[str, Any] = json.loads(json.dumps(document, default=str))  # YAML's dates
+    return parsed
+
+
 def _inverse(toolset: str, op: Operation, by_id: dict[str, Operation]) -> Inverse | None:
     spec = op.inverse
     target = by_id.get(spec.operation_id) if spec else None
@@ -330,4 +395,12 @@ def _transient(code: str, message: str) -> ToolError:
     )
 
 
-__all__ = ["InvalidDocumentError", "OpenApiProvider", "map_record"]
+__all__ = [
+    "DocumentUnreachableError",
+    "InvalidDocumentError",
+    "OpenApiProvider",
+    "fetch_document",
+    "map_record",
+    "parse_document",
+    "preview",
+]

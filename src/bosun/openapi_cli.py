@@ -1,0 +1,125 @@
+"""``bosun openapi``: an org's OpenAPI toolsets from the command line, straight on the
+database (no server needed), as ``bosun mcp`` does MCP toolsets (docs/openapi.md).
+
+``add`` reads the document from a file, or fetches it from a URL through the egress
+guard, checks that its operations can be tools, and stores the toolset; the signing
+secret is printed once, when the toolset is created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bosun.log import quiet_logging
+from bosun.mcp_cli import Refused
+from bosun.migrate import upgrade
+from bosun.settings import Settings
+from egress import EgressRefused, check_url
+from store import (
+    InvalidToolsetError,
+    OpenApiToolsetRecord,
+    OpenApiToolsetSpec,
+    SecretsKeyError,
+    Store,
+)
+from tools import InvalidDocumentError
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    quiet_logging(settings)
+    try:
+        for line in asyncio.run(_openapi(args, settings)):
+            print(line)
+    except (Refused, InvalidToolsetError, SecretsKeyError, InvalidDocumentError) as exc:
+        print(f"bosun openapi: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def _openapi(args: argparse.Namespace, settings: Settings) -> list[str]:
+    secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
+    store = Store(settings.database_url, secrets_key=secrets_key)
+    try:
+        await upgrade(store, demo=settings.demo)
+        toolsets = store.openapi_toolsets
+        if args.action == "list":
+            return [_line(r) for r in await toolsets.list_for_org(args.org)]
+        if args.action == "add":
+            return await _add(store, args, settings)
+        if args.action == "remove":
+            if not await toolsets.delete(args.org, args.name):
+                raise Refused(f"the org {args.org!r} has no OpenAPI toolset {args.name!r}")
+            return [f"{args.name}: removed"]
+        record = await toolsets.get(args.org, args.name)
+        if record is None:
+            raise Refused(f"the org {args.org!r} has no OpenAPI toolset {args.name!r}")
+        return [json.dumps(_shown(record), indent=2, default=str)]
+    finally:
+        await store.close()
+
+
+def _line(record: OpenApiToolsetRecord) -> str:
+    return f"{record.name}\tv{record.version}\t{record.identity_mode}\t{record.base_url}"
+
+
+def _shown(record: OpenApiToolsetRecord) -> dict[str, Any]:
+    from tools import map_record
+
+    return {
+        "name": record.name, "openapi_url": record.source_url, "base_url": record.base_url,
+        "operations": {"include": record.include, "exclude": record.exclude},
+        "identity": {"mode": record.identity_mode}, "categories": record.categories,
+        "timeout_s": record.timeout_s, "version": record.version,
+        "tools": [
+            {"name": f"{record.name}.{op.action}", "method": op.method, "path": op.path,
+             "category": op.category}
+            for op, _ in map_record(record)
+        ],
+    }  # fmt: skip
+
+
+async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> list[str]:
+    from tools import DocumentUnreachableError, fetch_document, preview
+
+    egress = settings.egress.policy()
+    source = str(args.openapi)
+    url = source if source.startswith(("http://", "https://")) else None
+    try:
+        await check_url(args.base_url, egress)
+        if url is None:
+            document = _read(Path(source))
+        else:
+            document = await fetch_document(url, egress)
+    except EgressRefused as exc:
+        raise Refused(f"{exc.message}: Bosun makes no requests to internal addresses") from None
+    except DocumentUnreachableError as exc:
+        raise Refused(str(exc)) from None
+    except ValueError as exc:  # a malformed base URL
+        raise Refused(f"--base-url: {exc}") from None
+    spec = OpenApiToolsetSpec(
+        document=document, base_url=args.base_url, source_url=url, include=args.include,
+        exclude=args.exclude, identity_mode=args.identity, categories=dict(args.category),
+        timeout_s=args.timeout,
+    )  # fmt: skip
+    tools = preview(args.org, args.name, spec)
+    record, secret = await store.openapi_toolsets.put(args.org, args.name, spec)
+    lines = [f"{record.name}: saved version {record.version} ({len(tools)} tools)"]
+    if secret is not None:
+        lines.append(f"secret: {secret}  (shown once: give it to the API to verify calls)")
+    return lines
+
+
+def _read(path: Path) -> dict[str, Any]:
+    from tools import parse_document
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise Refused(f"cannot read {path}: {exc.strerror}") from None
+    document: dict[str, Any] = parse_document(text)
+    return document
