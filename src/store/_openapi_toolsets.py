@@ -205,6 +205,16 @@ class OpenApiToolsets:
             rows = (await conn.execute(query.order_by(OpenApiToolsetRow.name))).all()
         return [_record(row) for row in rows]
 
+    async def versions(self, org_id: str) -> dict[str, tuple[str, int]]:
+        """Each toolset's ``(id, version)`` by name, without reading its document: how a
+        worker tells whether what it mapped is still current."""
+        query = select(
+            OpenApiToolsetRow.name, OpenApiToolsetRow.id, OpenApiToolsetRow.version
+        ).where(OpenApiToolsetRow.org_id == org_id)
+        async with self._db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return {row.name: (row.id, row.version) for row in rows}
+
     async def names(self, org_id: str) -> list[str]:
         """The org's toolset names, without reading their documents."""
         query = select(OpenApiToolsetRow.name).where(OpenApiToolsetRow.org_id == org_id)

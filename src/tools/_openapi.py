@@ -63,9 +63,9 @@ class _Bound:
 
 @dataclass(frozen=True, slots=True)
 class _Mapped:
-    """A toolset version's operations, with their input models built once."""
+    """A toolset version and its operations, with their input models built once."""
 
-    version: int
+    record: OpenApiToolsetRecord
     operations: list[tuple[Operation, type[BaseModel]]]
 
 
@@ -86,34 +86,39 @@ class OpenApiProvider:
         """The tools of the named toolsets (unknown names contribute none), acting for
         ``agent``'s caller; ``background``: a run nobody watches (no token to forward)."""
         wanted = set(toolsets)
-        if not wanted:
-            return []
+        current = await self._store.openapi_toolsets.versions(org_id) if wanted else {}
         bound = _Bound(agent=agent, background=background)
-        records = await self._store.openapi_toolsets.list_for_org(org_id)
         tools: list[ToolDef] = []
-        for record in records:
-            if record.name not in wanted:
-                continue
-            try:
-                tools += self._tool_defs(record, bound)
-            except InvalidDocumentError:  # checked when saved: a document of an older Bosun
-                _log.warning("openapi.unusable", org_id=org_id, toolset=record.name)
+        for name in sorted(wanted & set(current)):
+            mapped = await self._current(org_id, name, current[name])
+            if mapped is not None:
+                tools += self._tool_defs(mapped, bound)
         return tools
+
+    async def _current(self, org_id: str, name: str, key: tuple[str, int]) -> _Mapped | None:
+        """The toolset's mapping at ``key`` (its id and version): mapped once per version,
+        its document read only then. ``None`` when it is gone or no longer maps."""
+        cached = self._mapped.get(key[0])
+        if cached is not None and cached.record.version == key[1]:
+            return cached
+        record = await self._store.openapi_toolsets.get(org_id, name)
+        if record is None:
+            return None
+        try:
+            cached = self._mapped[record.id] = _Mapped(record, map_record(record))
+        except InvalidDocumentError:  # checked when saved: a document of an older Bosun
+            _log.warning("openapi.unusable", org_id=org_id, toolset=name)
+            return None
+        return cached
 
     async def aclose(self) -> None:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
 
-    def _operations(self, record: OpenApiToolsetRecord) -> list[tuple[Operation, type[BaseModel]]]:
-        cached = self._mapped.get(record.id)
-        if cached is None or cached.version != record.version:
-            cached = self._mapped[record.id] = _Mapped(record.version, map_record(record))
-        return cached.operations
-
-    def _tool_defs(self, record: OpenApiToolsetRecord, bound: _Bound) -> list[ToolDef]:
-        mapped = self._operations(record)
-        by_id = {op.operation_id: op for op, _ in mapped}
+    def _tool_defs(self, mapped: _Mapped, bound: _Bound) -> list[ToolDef]:
+        record = mapped.record
+        by_id = {op.operation_id: op for op, _ in mapped.operations}
         return [
             ToolDef(
                 name=f"{record.name}.{op.action}",
@@ -126,7 +131,7 @@ class OpenApiProvider:
                 handler=self._handler(record, op, bound),
                 timeout_s=record.timeout_s * 2 + RETRY_DELAY_S + CALL_GRACE_S,
             )
-            for op, model in mapped
+            for op, model in mapped.operations
         ]
 
     def _handler(

@@ -20,6 +20,7 @@ from referencing.jsonschema import DRAFT202012
 
 from tools._mcp_tools import MAX_SUMMARY_CHARS, bosun_action
 from tools._registry import Category
+from tools._schema import _strip_titles
 
 _DOC_URI: Final = "urn:bosun:openapi"
 METHODS: Final = ("get", "head", "post", "put", "patch", "delete")
@@ -29,6 +30,8 @@ _BY_METHOD: Final[dict[str, Category]] = {
 }  # fmt: skip
 MAX_OPERATIONS: Final = 500
 _MAX_DEPTH: Final = 64
+MAX_NODES: Final = 200_000
+"""Values in a document once its references are inlined, at most."""
 
 
 class InvalidDocumentError(ValueError):
@@ -68,28 +71,42 @@ def resolved(document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` with every local ``$ref`` replaced by what it points at."""
     resource = Resource.from_contents(dict(document), default_specification=DRAFT202012)
     resolver = Registry().with_resource(_DOC_URI, resource).resolver(_DOC_URI)
-    return cast(dict[str, Any], _inline(document, resolver, (), 0))
+    return cast(dict[str, Any], _Inliner(resolver).inline(document, (), 0))
 
 
-def _inline(node: Any, resolver: Any, seen: tuple[str, ...], depth: int) -> Any:
-    if depth > _MAX_DEPTH:
-        raise InvalidDocumentError(f"the document nests deeper than {_MAX_DEPTH} levels")
-    if isinstance(node, list):
-        return [_inline(item, resolver, seen, depth + 1) for item in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        if ref in seen:
-            return {}  # a recursive schema: any value below this point
+class _Inliner:
+    """Inlines ``$ref``s, counting what it builds: a document whose references multiply
+    (each schema naming the next twice) is refused rather than expanded without end."""
+
+    def __init__(self, resolver: Any) -> None:
+        self._resolver = resolver
+        self._built = 0
+
+    def inline(self, node: Any, seen: tuple[str, ...], depth: int) -> Any:
+        self._built += 1
+        if depth > _MAX_DEPTH or self._built > MAX_NODES:
+            raise InvalidDocumentError(
+                f"the document, its references inlined, nests deeper than {_MAX_DEPTH} levels "
+                f"or holds over {MAX_NODES} values"
+            )
+        if isinstance(node, list):
+            return [self.inline(item, seen, depth + 1) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if ref in seen:
+                return {}  # a recursive schema: any value below this point
+            return self.inline(self._lookup(ref), (*seen, ref), depth + 1)
+        return {key: self.inline(value, seen, depth + 1) for key, value in node.items()}
+
+    def _lookup(self, ref: str) -> Any:
         if not ref.startswith("#"):
             raise InvalidDocumentError(f"$ref {ref!r:.80}: only local references (#/...)")
         try:
-            target = resolver.lookup(ref).contents
+            return self._resolver.lookup(ref).contents
         except Unresolvable:
             raise InvalidDocumentError(f"$ref {ref!r:.80} points at nothing") from None
-        return _inline(target, resolver, (*seen, ref), depth + 1)
-    return {key: _inline(value, resolver, seen, depth + 1) for key, value in node.items()}
 
 
 def operations(
@@ -109,20 +126,34 @@ def operations(
     paths = document.get("paths")
     if not isinstance(paths, dict):
         raise InvalidDocumentError("the document has no paths object")
-    full = resolved(document)
-    kept, dropped = set(include), set(exclude)
-    found: list[Operation] = []
-    for path, item in full["paths"].items():
-        for method, op in _methods(path, item):
-            made = _operation(path, method, op, item, categories or {})
-            labels = {made.operation_id, *made.tags}
-            if (kept and not labels & kept) or labels & dropped:
-                continue
-            found.append(made)
+    try:
+        found = _selected(resolved(document), set(include), set(exclude), categories or {})
+    except InvalidDocumentError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+        # A value of the wrong type deep in the document: refused, never a crash.
+        raise InvalidDocumentError(
+            f"the document does not have OpenAPI's shape ({type(exc).__name__} while "
+            "reading it): validate it against the OpenAPI schema"
+        ) from None
     if len(found) > MAX_OPERATIONS:
         raise InvalidDocumentError(
             f"{len(found)} operations: at most {MAX_OPERATIONS} per toolset (use include)"
         )
+    return found
+
+
+def _selected(
+    full: dict[str, Any], kept: set[str], dropped: set[str], categories: Mapping[str, str]
+) -> list[Operation]:
+    found: list[Operation] = []
+    for path, item in full["paths"].items():
+        for method, op in _methods(path, item):
+            made = _operation(path, method, op, item, categories)
+            labels = {made.operation_id, *made.tags}
+            if (kept and not labels & kept) or labels & dropped:
+                continue
+            found.append(made)
     return found
 
 
@@ -186,7 +217,7 @@ def _input_schema(params: list[dict[str, Any]], body: Any) -> tuple[dict[str, An
         properties["body"] = dict(json_body.get("schema") or {})
         if body.get("required"):
             required.append("body")
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    schema: dict[str, Any] = {"type": "object", "properties": _strip_titles(properties)}
     if required:
         schema["required"] = sorted(set(required), key=required.index)
     return schema, isinstance(json_body, dict)

@@ -118,6 +118,43 @@ def test_unusable_documents_are_refused(document: dict[str, Any], message: str) 
         operations(document)
 
 
+def _doubling(levels: int) -> dict[str, Any]:
+    """Each schema names the next twice: inlined, 2**levels copies of the last."""
+    schemas: dict[str, Any] = {
+        f"S{i}": {"type": "object", "properties": {
+            "a": {"$ref": f"#/components/schemas/S{i + 1}"},
+            "b": {"$ref": f"#/components/schemas/S{i + 1}"},
+        }}
+        for i in range(levels)
+    }  # fmt: skip
+    schemas[f"S{levels}"] = {"type": "string"}
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}}
+    return {
+        "openapi": "3.1.0", "components": {"schemas": schemas},
+        "paths": {"/x": {"post": {"operationId": "x", "requestBody": body}}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"openapi": "3.0.3", "paths": {"/x": {"get": {"operationId": "x", "parameters": 5}}}},
+        {"openapi": "3.0.3", "paths": {"/x": {"get": {"operationId": "x", "parameters": [
+            {"name": "a", "in": "query", "schema": "str"}]}}}},
+        {"openapi": "3.0.3", "paths": {"/x": "nothing"}},
+    ],
+)  # fmt: skip
+def test_a_document_of_the_wrong_shape_is_refused_not_a_crash(document: dict[str, Any]) -> None:
+    with pytest.raises(InvalidDocumentError):
+        operations(document)
+
+
+def test_references_that_multiply_are_refused() -> None:
+    assert len(operations(_doubling(4))) == 1
+    with pytest.raises(InvalidDocumentError, match="values"):
+        operations(_doubling(20))
+
+
 def test_a_recursive_schema_is_cut_not_looped() -> None:
     document = {
         "openapi": "3.0.3",
