@@ -86,6 +86,8 @@ def _shown(record: OpenApiToolsetRecord) -> dict[str, Any]:
 async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> list[str]:
     from tools import DocumentUnreachableError, fetch_document, preview
 
+    if await store.mcp_toolsets.get(args.org, args.name) is not None:
+        raise Refused(f"the org {args.org!r} has an MCP toolset {args.name!r}: choose another name")
     egress = settings.egress.policy()
     source = str(args.openapi)
     url = source if source.startswith(("http://", "https://")) else None

@@ -235,6 +235,17 @@ def _out(record: McpToolsetRecord, status: McpStatus | None) -> McpToolsetOut:
     )
 
 
+async def name_free(
+    services: Services, org_id: str, name: str, *, taken_by: Literal["MCP", "OpenAPI"]
+) -> None:
+    """409 ``toolset_exists`` when the org's toolset of the other kind has ``name``: MCP
+    and OpenAPI toolsets name the same routers."""
+    other = services.store.mcp_toolsets if taken_by == "MCP" else services.store.openapi_toolsets
+    if await other.get(org_id, name) is not None:
+        message = f"The org has an {taken_by} toolset {name!r}: choose another name"
+        raise ApiError(409, "toolset_exists", message)
+
+
 async def _toolset_or_404(services: Services, org_id: str, name: str) -> McpToolsetRecord:
     record = await services.store.mcp_toolsets.get(org_id, name)
     if record is None:
@@ -299,6 +310,7 @@ async def put_toolset(
         refusal := stdio_refusal(data.command, services.config.mcp_stdio_commands)
     ):
         raise ApiError(422, "stdio_disabled", refusal)
+    await name_free(services, principal.org_id, toolset, taken_by="OpenAPI")
     if data.url is not None:
         await check_egress(data.url, services.config.egress)
     try:

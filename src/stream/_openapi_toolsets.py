@@ -13,7 +13,14 @@ from typing import Annotated, Any, Literal
 
 from litestar import delete, get, put
 from litestar.params import FromPath, JSONBody
-from pydantic import BaseModel, Field, JsonValue, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    model_validator,
+)
 
 from egress import EgressRefused
 from store import (
@@ -27,8 +34,9 @@ from store._openapi_toolsets import MAX_SELECTORS, OPERATION_PATTERN
 from stream._api import AuthedRequest, RequestBody, Services, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError, check_egress
-from stream._mcp import CategoryName, _names
+from stream._mcp import CategoryName, _names, name_free
 from tools import (
+    OPENAPI_METHODS,
     DocumentUnreachableError,
     InvalidDocumentError,
     fetch_document,
@@ -58,14 +66,52 @@ class IdentityIn(RequestBody):
     )
 
 
+_ONE_DOCUMENT: dict[str, JsonValue] = {
+    # The document by URL or inline, one of them: stated for clients, checked by
+    # ``OpenApiToolsetIn._one_document``.
+    "oneOf": [
+        {"required": ["openapi_url"],
+         "properties": {"openapi_url": {"type": "string"}, "openapi": {"type": "null"}}},
+        {"required": ["openapi"],
+         "properties": {"openapi": {"type": "object"}, "openapi_url": {"type": "null"}}},
+    ]
+}  # fmt: skip
+
+
+_OPERATION: dict[str, JsonValue] = {
+    "type": "object",
+    "required": ["operationId"],
+    "properties": {"operationId": {"type": "string", "pattern": OPERATION_PATTERN}},
+}
+_DOCUMENT: dict[str, JsonValue] = {
+    # What makes a document usable, stated for clients (the mapping checks the rest: 422
+    # invalid_document): its version, its paths, an operationId per operation.
+    "required": ["openapi", "paths"],
+    "properties": {
+        "openapi": {"type": "string", "pattern": r"^3\.[01]\.[0-9]+$"},
+        "paths": {
+            "type": "object",
+            "propertyNames": {"pattern": "^/"},
+            "additionalProperties": {
+                "type": "object",
+                "properties": {method: _OPERATION for method in OPENAPI_METHODS},
+            },
+        },
+    },
+}
+
+
 class OpenApiToolsetIn(RequestBody):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_ONE_DOCUMENT)
+
     openapi_url: str | None = Field(
         default=None, max_length=MAX_URL_CHARS, pattern=URL_PATTERN,
         description="Where the OpenAPI document is (fetched once, now); or give `openapi`.",
     )  # fmt: skip
     openapi: dict[str, JsonValue] | None = Field(
-        default=None, description="The OpenAPI 3.0/3.1 document itself (JSON)."
-    )
+        default=None, json_schema_extra=_DOCUMENT,
+        description="The OpenAPI 3.0/3.1 document itself (JSON).",
+    )  # fmt: skip
     base_url: str = Field(
         max_length=MAX_URL_CHARS, pattern=URL_PATTERN,
         description="Where the API is called: each operation's path is appended.",
@@ -176,10 +222,7 @@ async def put_toolset(
 ) -> OpenApiToolsetOut:
     principal = request.user
     _require(principal, "owner")
-    if await services.store.mcp_toolsets.get(principal.org_id, toolset) is not None:
-        raise ApiError(
-            409, "toolset_exists", f"The org has an MCP toolset {toolset!r}: choose another name"
-        )
+    await name_free(services, principal.org_id, toolset, taken_by="MCP")
     policy = services.config.egress
     await check_egress(data.base_url, policy)
     document = data.openapi

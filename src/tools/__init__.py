@@ -24,6 +24,7 @@ from tools._comms import (
 from tools._executions import rejection
 from tools._mcp_tools import McpToolStatus
 from tools._notify_user import GET_ARTIFACT, NOTIFY_USER, artifact_json, artifact_tools
+from tools._openapi_map import METHODS as OPENAPI_METHODS
 from tools._openapi_map import InvalidDocumentError
 from tools._registry import Inverse, ToolDef, ToolRegistry, UnknownToolError, UserRole
 from tools._runner import (
@@ -82,6 +83,7 @@ __all__ = [
     "IDLE_TOOL",
     "NOTIFY_TOOL",
     "NOTIFY_USER",
+    "OPENAPI_METHODS",
     "ArtifactType",
     "Capabilities",
     "DocumentUnreachableError",

@@ -177,8 +177,14 @@ class OpenApiProvider:
         self, record: OpenApiToolsetRecord, op: Operation, values: dict[str, Any], token: str
     ) -> httpx.Response:
         """Send once, and once more after a 5xx or a lost connection when that is safe."""
-        request = _request(record, op, values, token)
         where = f"{record.name}.{op.action}"
+        try:
+            request = _request(record, op, values, token)
+        except (httpx.InvalidURL, ValueError):  # a host that cannot be encoded (IDNA)
+            raise ToolError(
+                "api_unavailable", f"{where}: the toolset's base_url cannot be called",
+                hint="Tell the user; an owner must fix the toolset's base_url",
+            ) from None  # fmt: skip
         for attempt in (1, 2):
             try:
                 response = await self._client().send(request)
@@ -263,7 +269,9 @@ async def fetch_document(url: str, egress: EgressPolicy) -> dict[str, Any]:
             if response.status_code != 200:
                 raise DocumentUnreachableError(f"GET {url} answered {response.status_code}")
             text = await _read_bounded(response)
-    except httpx.HTTPError as exc:
+    except InvalidDocumentError:
+        raise
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # ValueError: a bad IDN
         raise DocumentUnreachableError(
             f"GET {url} failed ({type(exc).__name__}): check the URL and that it is up"
         ) from None

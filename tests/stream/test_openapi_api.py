@@ -174,8 +174,12 @@ async def test_no_secrets_key_and_a_taken_name_are_refused(make_server: ServerFa
         await server.store.mcp_toolsets.put(
             "acme", "tickets", McpToolsetSpec(transport="http", url="http://127.0.0.1:9/")
         )
-        taken = await server.client.put(
-            f"{BASE}/tickets", json=body(), headers=server.auth(role="owner")
-        )
+        owner = server.auth(role="owner")
+        taken = await server.client.put(f"{BASE}/tickets", json=body(), headers=owner)
+        made = await server.client.put(f"{BASE}/notes", json=body(), headers=owner)
+        mcp = {"transport": "http", "url": "http://127.0.0.1:9/"}
+        taken_by_us = await server.client.put("/v1/mcp/toolsets/notes", json=mcp, headers=owner)
     assert (no_key.status_code, code(no_key)) == (422, "secrets_unavailable")
     assert (taken.status_code, code(taken)) == (409, "toolset_exists")
+    assert made.status_code == 200, made.text
+    assert (taken_by_us.status_code, code(taken_by_us)) == (409, "toolset_exists")
