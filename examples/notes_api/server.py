@@ -22,7 +22,9 @@ import argparse
 import json
 import os
 import re
+import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +46,10 @@ class Notes:
     secret: str | None = None
     forward_secret: str | None = None
     audience: str = "notes"
+    delay_s: float = 0.0
+    """How long each operation waits before it answers (to see a slow API time out)."""
+    failures: int = 0
+    """How many of the next operations answer 503 (to see a failing API retried)."""
     notes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     received: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     refused: list[tuple[str, str, str]] = field(default_factory=list)
@@ -127,7 +133,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(204, None)
 
     def _who(self) -> dict[str, Any] | None:
-        """The caller's verified claims, recorded; ``None`` once it has been refused."""
+        """The caller's verified claims, recorded; ``None`` once it has been answered
+        (refused, or a failure on purpose)."""
         notes = self.server.notes
         try:
             claims = notes.identity(self.headers.get("authorization", ""))
@@ -138,6 +145,11 @@ class Handler(BaseHTTPRequestHandler):
             return None
         with notes.lock:
             notes.received.append((self.command, self.path, claims))
+            failing, notes.failures = notes.failures > 0, max(0, notes.failures - 1)
+        time.sleep(notes.delay_s)
+        if failing:
+            self._send(503, {"detail": "Try again shortly"})
+            return None
         return claims
 
     def _send(self, status: int, body: Any) -> None:
@@ -159,6 +171,11 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, port: int, notes: Notes) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.notes = notes
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a caller's timeout) is no error of the API's."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def serve(notes: Notes, port: int = 0) -> _Server:

@@ -54,11 +54,13 @@ def scribe(**script: list[Reply]) -> Any:
     )
 
 
-async def register(server: Server, notes: Any, url: str, mode: str = "signed") -> None:
+async def register(
+    server: Server, notes: Any, url: str, mode: str = "signed", timeout_s: float = 5
+) -> None:
     """The org's ``notes`` toolset from the API's own document, and the ``scribe`` agent."""
     body = {
         "openapi_url": f"{url}/openapi.json", "base_url": url, "identity": {"mode": mode},
-        "timeout_s": 5,
+        "timeout_s": timeout_s,
     }  # fmt: skip
     owner = server.auth(user="olga", role="owner")
     saved = await server.client.put("/v1/openapi/toolsets/notes", json=body, headers=owner)
@@ -171,6 +173,27 @@ async def test_the_apis_404_and_the_api_down_are_typed_errors_and_turns_go_on(
     assert status(missing) == "completed"
     assert completed(down, "tu_down")["error"]["code"] == "api_unavailable"
     assert status(down) == "completed"
+
+
+async def test_a_failing_read_is_tried_again_and_a_slow_api_times_out(
+    make_server: ServerFactory, host: tuple[Any, str]
+) -> None:
+    notes, url = host
+    models = scribe(
+        look=[call("tu_retried", "notes_list_notes"), Reply(text="Listed.")],
+        fetch=[call("tu_slow", "notes_get_note", note_id="n0"), Reply(text="Too slow.")],
+    )
+    async with make_server(models.models(), secrets_key=secrets_key()) as server:
+        await register(server, notes, url, timeout_s=0.5)
+        notes.failures = 1  # a 503, then the API is fine
+        retried = await chat(server, "look at my notes")
+        notes.delay_s = 1.0
+        slow = await chat(server, "fetch note n0", retried[0].data["session_id"])
+
+    assert completed(retried, "tu_retried")["output"] == [SEEDED]
+    assert [m for m, _, _ in notes.received][:2] == ["GET", "GET"]  # once more after the 503
+    assert completed(slow, "tu_slow")["error"]["code"] == "api_timeout"
+    assert status(slow) == "completed"
 
 
 async def test_a_forged_or_expired_identity_is_refused_by_the_api(
