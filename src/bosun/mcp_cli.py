@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Coroutine
 from dataclasses import asdict
 from typing import Any
 
@@ -33,12 +34,26 @@ class Refused(Exception):
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    return printed("mcp", _mcp(args, settings), settings)
+
+
+def printed(
+    command: str,
+    lines: Coroutine[Any, Any, list[str]],
+    settings: Settings,
+    refusals: tuple[type[Exception], ...] = (),
+) -> int:
+    """Run a toolset command and print its lines; what it refuses (``Refused``, a bad
+    configuration, no secrets key, ``refusals``) goes to stderr with exit status 2."""
     quiet_logging(settings)
+    refused: tuple[type[Exception], ...] = (
+        Refused, InvalidToolsetError, SecretsKeyError, *refusals,
+    )  # fmt: skip
     try:
-        for line in asyncio.run(_mcp(args, settings)):
+        for line in asyncio.run(lines):
             print(line)
-    except (Refused, InvalidToolsetError, SecretsKeyError) as exc:
-        print(f"bosun mcp: {exc}", file=sys.stderr)
+    except refused as exc:
+        print(f"bosun {command}: {exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -9,36 +9,24 @@ secret is printed once, when the toolset is created.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from bosun.log import quiet_logging
-from bosun.mcp_cli import Refused
+from bosun.mcp_cli import Refused, printed
 from bosun.migrate import upgrade
 from bosun.settings import Settings
 from egress import EgressRefused, check_url
 from store import (
-    InvalidToolsetError,
     OpenApiToolsetRecord,
     OpenApiToolsetSpec,
-    SecretsKeyError,
     Store,
 )
 from tools import InvalidDocumentError
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    quiet_logging(settings)
-    try:
-        for line in asyncio.run(_openapi(args, settings)):
-            print(line)
-    except (Refused, InvalidToolsetError, SecretsKeyError, InvalidDocumentError) as exc:
-        print(f"bosun openapi: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return printed("openapi", _openapi(args, settings), settings, (InvalidDocumentError,))
 
 
 async def _openapi(args: argparse.Namespace, settings: Settings) -> list[str]:

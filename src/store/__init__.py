@@ -24,8 +24,6 @@ from store._idempotency import IdempotencyClaim
 from store._leases import Claim
 from store._log import EventLog, SessionNotFoundError, StaleOwnerError, StoredEvent
 from store._mcp_toolsets import (
-    TOOLSET_NAME_PATTERN,
-    InvalidToolsetError,
     McpToolsetRecord,
     McpToolsets,
     McpToolsetSpec,
@@ -47,6 +45,7 @@ from store._sessions import SessionRecord, TurnRecord, UsageRecord
 from store._spend import DaySpend, resets_at, utc_day
 from store._store import Store
 from store._tool_executions import ToolExecutionRecord, idempotency_key
+from store._toolsets import TOOLSET_NAME_PATTERN, InvalidToolsetError
 from store._webhook_claims import AttemptResult, Breaker, DueDelivery
 from store._webhook_rows import DELIVERIES_KEY
 from store._webhooks import (

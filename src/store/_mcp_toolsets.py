@@ -23,7 +23,6 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    delete,
     select,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -33,9 +32,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from store._db import Database
 from store._models import Base, JSONData, utcnow
 from store._org_keys import SecretBox, require_box
+from store._toolsets import InvalidToolsetError, NamedRows, check_name, check_timeout
 
-TOOLSET_NAME_PATTERN: Final = r"^[a-z][a-z0-9_]{0,39}$"
-"""A toolset's name: the router its tools get (``name.tool``)."""
 HEADER_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
 ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]{0,99}$"
 URL_PATTERN: Final = r"^https?://[^\s\x00@/?#]+(?:[/?#][^\s\x00]*)?$"
@@ -55,19 +53,13 @@ MAX_HEADERS: Final = 32
 MAX_ENV: Final = 64
 MAX_COMMAND_ARGS: Final = 64
 MAX_TOOL_CATEGORIES: Final = 500
-MAX_TIMEOUT_S: Final = 600.0
 
 Transport = Literal["stdio", "http"]
 Category = Literal["read", "write", "destructive"]
-_NAME = re.compile(TOOLSET_NAME_PATTERN)
 _HEADER = re.compile(HEADER_NAME_PATTERN)
 _ENV = re.compile(ENV_NAME_PATTERN)
 _TOOL = re.compile(TOOL_NAME_PATTERN)
 _URL = re.compile(URL_PATTERN)
-
-
-class InvalidToolsetError(ValueError):
-    """A toolset configuration that could never be used; the message says what to fix."""
 
 
 def stdio_refusal(command: list[str] | None, allowed: Iterable[str]) -> str | None:
@@ -170,10 +162,7 @@ def _check(name: str, spec: McpToolsetSpec) -> None:
     """Refuse (``InvalidToolsetError``) a configuration no connection could use: every
     writer (the API, the CLI) goes through ``put``, so all are held to the same rules."""
     url, command, headers, env = spec.url, spec.command, spec.headers, spec.env
-    if not _NAME.fullmatch(name):
-        raise InvalidToolsetError(
-            f"toolset name {name!r:.60}: 1-40 of a-z, 0-9 and _, starting with a letter"
-        )
+    check_name(name)
     if spec.transport == "http":
         _check_http(url, command, env)
         _check_headers(headers)
@@ -193,10 +182,7 @@ def _check(name: str, spec: McpToolsetSpec) -> None:
                 f"tool category {tool!r:.60}={category!r:.30}: an MCP tool name (1-128 "
                 "printable characters) and read, write or destructive"
             )
-    if not 0 < spec.timeout_s <= MAX_TIMEOUT_S:
-        raise InvalidToolsetError(
-            f"timeout {spec.timeout_s}: more than 0, at most {MAX_TIMEOUT_S} s"
-        )
+    check_timeout(spec.timeout_s)
 
 
 def _check_http(url: str | None, command: list[str] | None, env: dict[str, str]) -> None:
@@ -251,11 +237,11 @@ def _check_env(env: dict[str, str]) -> None:
             )
 
 
-class McpToolsets:
+class McpToolsets(NamedRows[McpToolsetRecord]):
     """Repository of the ``mcp_toolsets`` table; secrets need a ``SecretBox``."""
 
     def __init__(self, db: Database, box: SecretBox | None) -> None:
-        self._db = db
+        super().__init__(db, McpToolsetRow, _COLUMNS, _record)
         self._box = box
 
     def _require_box(self) -> SecretBox:
@@ -296,27 +282,6 @@ class McpToolsets:
         )
         async with self._db.write() as conn:
             return _record((await conn.execute(statement)).one())
-
-    async def get(self, org_id: str, name: str) -> McpToolsetRecord | None:
-        query = select(*_COLUMNS).where(McpToolsetRow.org_id == org_id, McpToolsetRow.name == name)
-        async with self._db.read() as conn:
-            row = (await conn.execute(query)).first()
-        return None if row is None else _record(row)
-
-    async def list_for_org(self, org_id: str) -> list[McpToolsetRecord]:
-        query = select(*_COLUMNS).where(McpToolsetRow.org_id == org_id)
-        async with self._db.read() as conn:
-            rows = (await conn.execute(query.order_by(McpToolsetRow.name))).all()
-        return [_record(row) for row in rows]
-
-    async def delete(self, org_id: str, name: str) -> bool:
-        async with self._db.write() as conn:
-            result = await conn.execute(
-                delete(McpToolsetRow)
-                .where(McpToolsetRow.org_id == org_id, McpToolsetRow.name == name)
-                .returning(McpToolsetRow.id)
-            )
-            return result.first() is not None
 
     async def secrets(self, record: McpToolsetRecord) -> tuple[dict[str, str], dict[str, str]]:
         """The toolset's ``(headers, env)``, decrypted (empty when it has none, or was

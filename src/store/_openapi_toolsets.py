@@ -14,22 +14,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from sqlalchemy import Float, Integer, String, Text, UniqueConstraint, delete, select
+from sqlalchemy import Float, Integer, String, Text, UniqueConstraint, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
-from store._mcp_toolsets import (
-    _NAME,
-    _URL,
-    CATEGORIES,
-    MAX_TIMEOUT_S,
-    MAX_URL_CHARS,
-    InvalidToolsetError,
-)
+from store._mcp_toolsets import _URL, CATEGORIES, MAX_URL_CHARS
 from store._models import Base, JSONData, utcnow
 from store._org_keys import SecretBox, require_box
+from store._toolsets import InvalidToolsetError, NamedRows, check_name, check_timeout
 
 IdentityMode = Literal["signed", "forward"]
 IDENTITY_MODES: Final = ("signed", "forward")
@@ -119,10 +113,7 @@ def _record(row: Any) -> OpenApiToolsetRecord:
 def _check(name: str, spec: OpenApiToolsetSpec) -> None:
     """Refuse (``InvalidToolsetError``) what no call could use; the document's own shape
     is the mapping's to judge (``tools.map_openapi``)."""
-    if not _NAME.fullmatch(name):
-        raise InvalidToolsetError(
-            f"toolset name {name!r:.60}: 1-40 of a-z, 0-9 and _, starting with a letter"
-        )
+    check_name(name)
     for what, url in (("base_url", spec.base_url), ("openapi_url", spec.source_url)):
         if url is not None and (len(url) > MAX_URL_CHARS or not _URL.fullmatch(url)):
             raise InvalidToolsetError(
@@ -138,17 +129,14 @@ def _check(name: str, spec: OpenApiToolsetSpec) -> None:
             raise InvalidToolsetError(
                 f"category of {operation!r:.60}: read, write or destructive, not {category!r:.20}"
             )
-    if not 0 < spec.timeout_s <= MAX_TIMEOUT_S:
-        raise InvalidToolsetError(
-            f"timeout {spec.timeout_s}: more than 0, at most {MAX_TIMEOUT_S} s"
-        )
+    check_timeout(spec.timeout_s)
 
 
-class OpenApiToolsets:
+class OpenApiToolsets(NamedRows[OpenApiToolsetRecord]):
     """Repository of the ``openapi_toolsets`` table; the signing secrets need a box."""
 
     def __init__(self, db: Database, box: SecretBox | None) -> None:
-        self._db = db
+        super().__init__(db, OpenApiToolsetRow, _COLUMNS, _record)
         self._box = box
 
     def _require_box(self) -> SecretBox:
@@ -191,20 +179,6 @@ class OpenApiToolsets:
         created = fields.pop("secret_enc") == sealed
         return OpenApiToolsetRecord(**fields), secret if created else None
 
-    async def get(self, org_id: str, name: str) -> OpenApiToolsetRecord | None:
-        query = select(*_COLUMNS).where(
-            OpenApiToolsetRow.org_id == org_id, OpenApiToolsetRow.name == name
-        )
-        async with self._db.read() as conn:
-            row = (await conn.execute(query)).first()
-        return None if row is None else _record(row)
-
-    async def list_for_org(self, org_id: str) -> list[OpenApiToolsetRecord]:
-        query = select(*_COLUMNS).where(OpenApiToolsetRow.org_id == org_id)
-        async with self._db.read() as conn:
-            rows = (await conn.execute(query.order_by(OpenApiToolsetRow.name))).all()
-        return [_record(row) for row in rows]
-
     async def versions(self, org_id: str) -> dict[str, tuple[str, int]]:
         """Each toolset's ``(id, version)`` by name, without reading its document: how a
         worker tells whether what it mapped is still current."""
@@ -220,15 +194,6 @@ class OpenApiToolsets:
         query = select(OpenApiToolsetRow.name).where(OpenApiToolsetRow.org_id == org_id)
         async with self._db.read() as conn:
             return list((await conn.execute(query.order_by(OpenApiToolsetRow.name))).scalars())
-
-    async def delete(self, org_id: str, name: str) -> bool:
-        async with self._db.write() as conn:
-            result = await conn.execute(
-                delete(OpenApiToolsetRow)
-                .where(OpenApiToolsetRow.org_id == org_id, OpenApiToolsetRow.name == name)
-                .returning(OpenApiToolsetRow.id)
-            )
-            return result.first() is not None
 
     async def secret(self, record: OpenApiToolsetRecord) -> str | None:
         """The toolset's signing secret, decrypted (``None`` once it was deleted;

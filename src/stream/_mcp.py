@@ -37,12 +37,12 @@ from store._mcp_toolsets import (
     MAX_COMMAND_ARGS,
     MAX_ENV,
     MAX_HEADERS,
-    MAX_TIMEOUT_S,
     MAX_TOOL_CATEGORIES,
     MAX_URL_CHARS,
     TOOL_NAME_PATTERN,
     URL_PATTERN,
 )
+from store._toolsets import MAX_TIMEOUT_S
 from stream._api import AgentToolsetOut, AuthedRequest, RequestBody, Services, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError, check_egress

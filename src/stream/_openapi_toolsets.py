@@ -29,8 +29,9 @@ from store import (
     OpenApiToolsetSpec,
     SecretsKeyError,
 )
-from store._mcp_toolsets import MAX_TIMEOUT_S, MAX_URL_CHARS, URL_PATTERN
+from store._mcp_toolsets import MAX_URL_CHARS, URL_PATTERN
 from store._openapi_toolsets import MAX_SELECTORS, OPERATION_PATTERN
+from store._toolsets import MAX_TIMEOUT_S
 from stream._api import AuthedRequest, RequestBody, Services, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError, check_egress

@@ -206,18 +206,22 @@ async def test_a_forged_or_expired_identity_is_refused_by_the_api(
         secret = notes.secret
         notes.secret = "not-the-toolsets-secret-" + "x" * 20  # Bosun's tokens look forged
         frames = await chat(server, "look at my notes")
-    now = int(time.time())
-    claims = {"sub": "olga", "org": "acme", "aud": "notes", "iat": now - 120, "exp": now - 60}
-    expired = jwt.encode(claims, secret, algorithm="HS256")
-    forged = jwt.encode({**claims, "exp": now + 60}, "guess" * 8, algorithm="HS256")
-    notes.secret = secret
-    for token in (expired, forged):
-        with pytest.raises(PermissionError):
-            notes.identity(f"Bearer {token}")
+        now = int(time.time())
+        claims = {"sub": "olga", "org": "acme", "aud": "notes", "iat": now - 120, "exp": now - 60}
+        expired = jwt.encode(claims, secret, algorithm="HS256")
+        forged = jwt.encode({**claims, "exp": now + 60}, "guess" * 8, algorithm="HS256")
+        valid = jwt.encode({**claims, "exp": now + 60}, secret, algorithm="HS256")
+        notes.secret = secret
+        answers = [
+            (await server.client.get(f"{url}/notes", headers={"Authorization": f"Bearer {t}"}))
+            for t in (expired, forged, valid)
+        ]
 
+    assert [a.status_code for a in answers] == [401, 401, 200]
     error = completed(frames, "tu_l")["error"]
     assert error["code"] == "api_forbidden" and "Unauthorized" in error["message"]
-    assert notes.received == [] and [r[:2] for r in notes.refused] == [("GET", "/notes")]
+    assert [r[:2] for r in notes.refused] == [("GET", "/notes")] * 3
+    assert [c["sub"] for _, _, c in notes.received] == ["olga"]  # only the valid one
     assert status(frames) == "completed"
 
 
@@ -228,12 +232,7 @@ async def test_a_background_runs_calls_carry_who_triggered_it(
     models = scribe(look=[call("tu_l", "notes_list_notes"), Reply(text="Listed.")])
     async with make_server(models.models(), secrets_key=secrets_key()) as server:
         await register(server, notes, url)
-        staff = server.auth(user="ravi", role="staff")
-        queued = await server.client.post(
-            "/v1/agents/scribe/runs", json={"task": "look at the notes"}, headers=staff
-        )
-        assert queued.status_code == 202, queued.text
-        await until_done(server, queued.json()["run_id"])
+        await run_as_ravi(server)
         hook = RunRequest(
             org_id="acme", user_id="webhook:scribe", role="staff", agent="scribe",
             task="look at the notes", trigger="webhook",
@@ -253,11 +252,7 @@ async def test_a_forward_toolset_has_no_token_in_a_background_run(
     models = scribe(look=[call("tu_l", "notes_list_notes"), Reply(text="Could not.")])
     async with make_server(models.models(), secrets_key=secrets_key()) as server:
         await register(server, notes, url, "forward")
-        staff = server.auth(user="ravi", role="staff")
-        queued = await server.client.post(
-            "/v1/agents/scribe/runs", json={"task": "look at the notes"}, headers=staff
-        )
-        run = await until_done(server, queued.json()["run_id"])
+        run = await run_as_ravi(server)
         events = (await server.client.get(
             f"/v1/sessions/{run['session_id']}/events", headers=server.auth(role="owner")
         )).json()["events"]  # fmt: skip
@@ -265,6 +260,16 @@ async def test_a_forward_toolset_has_no_token_in_a_background_run(
     [done] = [e["data"] for e in events if e["type"] == "tool_completed"]
     assert done["error"]["code"] == "identity_unavailable"
     assert notes.received == [] and run["status"] == "completed"
+
+
+async def run_as_ravi(server: Server) -> dict[str, Any]:
+    """A background run of ``scribe`` that the staff member ``ravi`` triggers, once done."""
+    staff = server.auth(user="ravi", role="staff")
+    queued = await server.client.post(
+        "/v1/agents/scribe/runs", json={"task": "look at the notes"}, headers=staff
+    )
+    assert queued.status_code == 202, queued.text
+    return await until_done(server, queued.json()["run_id"])
 
 
 async def until_done(server: Server, run_id: str) -> dict[str, Any]:
