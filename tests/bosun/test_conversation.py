@@ -239,9 +239,12 @@ async def test_a_pick_and_an_answer_resume_the_turn(migrations: Path) -> None:
         tools=notes_toolset([]), model=model, planner=planner, migrations=migrations
     ) as chat:
         picking = await chat.send("Move a note")
+        with pytest.raises(ActionRefused) as unknown:
+            await chat.pick("n9")  # not a candidate: the server's 422, and it still waits
         asking = await chat.pick("n2")
         done = await chat.answer("Tuesday")
 
+    assert (unknown.value.status, unknown.value.code) == (422, "invalid_pick")
     assert picking.status == "suspended" and picking.pick is not None
     assert [c.id for c in picking.pick.candidates] == ["n1", "n2"]
     assert asking.status == "suspended" and asking.question is not None
@@ -258,13 +261,15 @@ async def test_a_pick_and_an_answer_resume_the_turn(migrations: Path) -> None:
     ]  # fmt: skip
 
 
-async def test_undo_runs_the_inverse(migrations: Path) -> None:
+async def test_undo_runs_the_inverse(migrations: Path, db_url: str) -> None:
+    """On a database of one's own too (SQLite and PostgreSQL), migrated with the toolset."""
     deleted: list[str] = []
     planner = ScriptedModel([plan("notes.add")])
     model = ScriptedModel([call("t1", "notes_add", text="a"), "Added."])
     async with converse(
-        tools=notes_toolset(deleted), model=model, planner=planner, migrations=migrations
-    ) as chat:
+        tools=notes_toolset(deleted), model=model, planner=planner, migrations=migrations,
+        database_url=db_url,
+    ) as chat:  # fmt: skip
         added = await chat.send("Add a")
         undone = await chat.undo("t1")
         with pytest.raises(ActionRefused) as twice:
