@@ -170,24 +170,24 @@ async def converse(
     stops any turn still running and deletes the throwaway database.
     """
     executor = _model(model)
+    models = TurnModels(
+        executor=executor, planner=_model(planner) if planner is not None else executor
+    )
     async with _database(database_url) as url:
         store = Store(url)
+        server: LocalServer | None = None
         try:
             await upgrade(store, demo=False)  # the core; the toolset's branch next
             await _upgrade_branches(store, _folders(migrations))
-        except BaseException:
-            await store.close()
-            raise
-        registry = sources(store) if callable(sources) else sources
-        kit = TurnKit(tools=tools, sources=registry or SourceRegistry())
-        models = TurnModels(
-            executor=executor, planner=_model(planner) if planner is not None else executor
-        )
-        server = LocalServer(store, models=models, kit=kit, turn_timeout_s=timeout_s)
-        try:
+            registry = sources(store) if callable(sources) else sources
+            kit = TurnKit(tools=tools, sources=registry or SourceRegistry())
+            server = LocalServer(store, models=models, kit=kit, turn_timeout_s=timeout_s)
             yield Conversation(server, server.user(org_id=org_id, user_id=user_id, role=role))
         finally:
-            await server.aclose()
+            if server is not None:
+                await server.aclose()  # stops its turns, then closes the store
+            else:
+                await store.close()
 
 
 def _tool_error(error: dict[str, str | None]) -> ToolError:

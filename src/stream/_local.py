@@ -34,7 +34,6 @@ class LocalServer:
             tokens=TokenConfig(secret=uuid.uuid4().hex),
             turn_timeout_s=turn_timeout_s,
             lease_s=turn_timeout_s + 30.0,  # no keeper renews leases: they outlive a turn
-            pending_ttl_s=86_400.0,
             webhook_deliveries=False,
         )
         self.services: Services = _services(store, models, config, kit, None)
