@@ -1,6 +1,7 @@
 """Tests of a toolset of one's own: a conversation per behaviour, on a throwaway database
 with the toolset's table migrated, and scripted models (no network, no server)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import text
 
 from bosun.testing import ActionRefused, Conversation, ScriptedModel, converse
-from bosun.tools import Inverse, ToolContext, ToolError, ToolRegistry
+from bosun.tools import Inverse, ToolContext, ToolDef, ToolError, ToolRegistry
 
 # --- the toolset (in your project: its own package, e.g. my_toolset/__init__.py) -------
 
@@ -57,6 +58,48 @@ async def delete_note(args: NoteRef, ctx: ToolContext) -> None:
         raise ToolError("not_found", f"No note {args.note_id!r}", hint="List the notes first")
 
 
+class Choice(BaseModel):
+    id: str
+    label: str
+
+
+class PickNote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: str = "note"
+    prompt: str
+    candidates: list[Choice] = Field(min_length=2, max_length=8)
+
+
+class Picked(BaseModel):
+    id: str
+    label: str
+    kind: str
+
+
+class Question(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str
+    options: list[str] | None = None
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+# The user in the loop: never run, the turn waits for the user's pick or answer.
+toolset.register(
+    ToolDef(
+        name="notes.pick", summary="Ask the user which note is meant.", input_model=PickNote,
+        output_model=Picked, category="read", confirm="never", kind="user_picker",
+    )
+)  # fmt: skip
+toolset.register(
+    ToolDef(
+        name="notes.ask", summary="Ask the user a question.", input_model=Question,
+        output_model=Answer, category="read", confirm="never", kind="user_question",
+    )
+)  # fmt: skip
+
 # Its table, on an alembic branch of its own (in your project: my_toolset/migrations/).
 MIGRATION = """
 import sqlalchemy as sa
@@ -90,13 +133,13 @@ def migrations(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def planned(tool: str) -> str:
-    """The planner's reply: one step that may call ``tool``."""
-    step = f'{{"id": "s1", "goal": "Do what the user asks", "tools": ["{tool}"]}}'
+def planned(*tools: str) -> str:
+    """The planner's reply: one step that may call ``tools``."""
+    step = f'{{"id": "s1", "goal": "Do what the user asks", "tools": {json.dumps(tools)}}}'
     return f'{{"strategy": "tool", "reasoning": "One change.", "steps": [{step}]}}'
 
 
-def calls(tool_use_id: str, tool: str, **args: str) -> dict[str, object]:
+def calls(tool_use_id: str, tool: str, **args: object) -> dict[str, object]:
     """An executor's reply calling ``tool`` (its wire name: dots become underscores)."""
     return {"tool_calls": [{"id": tool_use_id, "name": tool, "input": args}]}
 
@@ -151,3 +194,23 @@ async def test_a_delete_waits_for_the_user(migrations: Path) -> None:
         with pytest.raises(ActionRefused) as again:
             await chat.confirm("d2")
         assert again.value.code == "tool_already_resolved"
+
+
+async def test_the_user_picks_a_note_and_answers_a_question(migrations: Path) -> None:
+    planner = ScriptedModel([planned("notes.pick", "notes.ask")])
+    candidates = [{"id": "note_milk", "label": "Milk"}, {"id": "note_eggs", "label": "Eggs"}]
+    model = ScriptedModel([
+        calls("p1", "notes_pick", kind="note", prompt="Which note?", candidates=candidates),
+        calls("q1", "notes_ask", question="Move it to which day?", options=["Mon", "Tue"]),
+        "Eggs moved to Tuesday.",
+    ])  # fmt: skip
+    async with converse(tools=toolset, model=model, planner=planner, migrations=migrations) as chat:
+        picking = await chat.send("Move my note")
+        assert picking.pick is not None and [c.label for c in picking.pick.candidates] == [
+            "Milk", "Eggs",
+        ]  # fmt: skip
+        asking = await chat.pick("note_eggs")
+        assert asking.question is not None and asking.question.options == ("Mon", "Tue")
+        done = await chat.answer("Tuesday")  # the user's next message answers it
+        assert (done.status, done.answer) == ("completed", "Eggs moved to Tuesday.")
+        assert done.turn_id == picking.turn_id  # one turn, resumed twice
