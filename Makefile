@@ -37,8 +37,13 @@ lint: install-dev
 typecheck: install-dev
 	$(BIN)/mypy src
 
+# The suite on every core (at most 4: PostgreSQL and Chromium share the machine), a
+# module's tests on one worker (some share a module-scoped server and build on each
+# other's state); `make test PYTEST_WORKERS=0` runs it in one process.
+PYTEST_WORKERS ?= auto
+
 test: lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadscope
 
 bench: install-dev
 	$(BIN)/python bench/sse_throughput.py

@@ -3,11 +3,15 @@ process, and a fake Anthropic/OpenAI server for the real SDKs.
 
 ``FunctionModel`` and ``ScriptedModel`` speak the ``Model`` protocol (``bosun.models``) and
 record the requests they got in ``calls``; ``run_turn`` runs one turn with your tools on
-them and returns its events (``bosun.events``); ``FakeServer`` serves scripted or recorded
-replies to the real SDKs (a model from ``bosun.models.model_from_spec`` pointed at it).
+them and returns its events (``bosun.events``); ``converse`` runs a whole conversation with
+your toolset (its tables migrated), as a user who confirms, rejects, picks, answers and
+undoes, each step a ``TurnResult``; ``FakeServer`` serves scripted or recorded replies to
+the real SDKs (a model from ``bosun.models.model_from_spec`` pointed at it).
 """
 
+from bosun._conversation import ActionRefused, Conversation, converse
 from bosun._harness import run_turn
+from bosun._views import Pending, ToolRun, TurnResult, UndoResult
 from providers import FunctionModel, Reply, ScriptedModel, ScriptExhaustedError
 from providers.fake import (
     Exchange,
@@ -23,17 +27,24 @@ from providers.fake import (
 )
 
 __all__ = [
+    "ActionRefused",
+    "Conversation",
     "Exchange",
     "FakeProvider",
     "FakeServer",
     "FunctionModel",
+    "Pending",
     "RecordedRequest",
     "Reply",
     "ScriptExhaustedError",
     "ScriptedModel",
+    "ToolRun",
+    "TurnResult",
+    "UndoResult",
     "anthropic_error",
     "anthropic_reply",
     "anthropic_transcript",
+    "converse",
     "openai_error",
     "openai_reply",
     "openai_transcript",

@@ -6,9 +6,14 @@ from stream._api import StreamConfig
 from stream._app import create_app
 from stream._auth import TokenConfig, mint_token
 from stream._deliveries import DeliveryLimits
+from stream._errors import ApiError
+from stream._local import LocalServer, LocalUser
 
 __all__ = [
+    "ApiError",
     "DeliveryLimits",
+    "LocalServer",
+    "LocalUser",
     "StreamConfig",
     "TokenConfig",
     "create_app",

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from events import ToolCompleted, ToolError, ToolStarted
 from fleet import AgentNotFoundError
 from stream._api import AuthedRequest, Services, ServicesDep
+from stream._auth import Principal
 from stream._errors import ApiError, ErrorCode
 from stream._routes import session_for
 from tools import ToolContext, ToolOutcome, ToolRunner
@@ -52,7 +53,14 @@ async def undo_tool(
     request: AuthedRequest,
     services: ServicesDep,
 ) -> UndoOut:
-    principal = request.user
+    return await undo_call(services, request.user, session_id, tool_use_id)
+
+
+async def undo_call(
+    services: Services, principal: Principal, session_id: str, tool_use_id: str
+) -> UndoOut:
+    """Run, as ``principal``, the inverse of the session's write ``tool_use_id`` and log
+    it in the session (``ApiError`` when it cannot run)."""
     record = await session_for(services, principal, session_id)
     # An id reused by several turns of the session: the newest write still undoable.
     execution = await services.store.tool_executions.undo_target(tool_use_id, session_id=record.id)

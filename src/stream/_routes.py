@@ -132,8 +132,9 @@ async def start_turn(
             handle = await answer_questions(services, principal, session_id, body.message)
         if handle is None:
             handle = await _open_turn(
-                services, request, body, (session_id, new_session_id), (setup, models)
-            )
+                services, principal, body.message, (session_id, new_session_id),
+                (setup, models, body.model), trace_id=trace_id_of(request),
+            )  # fmt: skip
     except BaseException:
         if claim is not None:  # no turn started: a retry may claim the key again
             await services.store.idempotency.release(claim)
@@ -145,17 +146,37 @@ async def start_turn(
     return handle
 
 
+async def send_message(
+    services: Services, principal: Principal, text: str, *, session_id: str | None, trace_id: str
+) -> TurnHandle:
+    """What a chat request does with ``principal``'s message, below HTTP and without its
+    idempotency key and rate limits: answer the question the session's suspended turn
+    waits for, or start a turn with the session's agent (a new session's: the default)."""
+    check_message_length(text, services.config.max_message_chars)
+    session = await session_for(services, principal, session_id) if session_id else None
+    setup = await _pick_agent(services, principal, None, session)
+    models = await _pick_models(services, principal.org_id, None, setup)
+    if session is not None:
+        handle = await answer_questions(services, principal, session.id, text)
+        if handle is not None:
+            return handle
+    return await _open_turn(
+        services, principal, text, (session_id, None), (setup, models, None), trace_id=trace_id
+    )
+
+
 async def _open_turn(
     services: Services,
-    request: AuthedRequest,
-    body: ChatRequest,
+    principal: Principal,
+    text: str,
     session: tuple[str | None, str | None],
-    chosen: tuple[AgentSetup, TurnRoleModels],
+    chosen: tuple[AgentSetup, TurnRoleModels, str | None],
+    *,
+    trace_id: str,
 ) -> TurnHandle:
     """Start a turn in the session (``session``: its id, or none yet and the id to give
-    the new one, if chosen)."""
-    principal = request.user
-    setup, models = chosen
+    the new one, if chosen) with the agent, models and model spec ``chosen``."""
+    setup, models, model_spec = chosen
     agent = setup.agent
     session_id, new_id = session
     if session_id is None:
@@ -163,7 +184,7 @@ async def _open_turn(
             services.store,
             org_id=principal.org_id,
             user_id=principal.user_id,
-            first_message=body.message,
+            first_message=text,
             agent=None if agent.handle == DEFAULT_HANDLE else agent.handle,
             session_id=new_id,
         )
@@ -174,10 +195,10 @@ async def _open_turn(
         org_id=principal.org_id,
         user_id=principal.user_id,
         role=principal.role,
-        text=body.message,
+        text=text,
         models=models,
-        trace_id=trace_id_of(request),
-        model_spec=body.model,
+        trace_id=trace_id,
+        model_spec=model_spec,
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+import bosun.testing
 from bosun.events import Done, ToolCompleted, parse_event
 from bosun.testing import ScriptedModel, run_turn
 from bosun.tools import ToolContext, ToolRegistry
@@ -167,6 +168,27 @@ def test_the_readme_public_api_runs_from_an_installed_wheel(tmp_path: Path) -> N
     migrations = Path(result["migrations"])
     assert migrations.is_relative_to(installed) and migrations == installed / "bosun/migrations"
     assert (migrations / "env.py").is_file() and any((migrations / "versions").glob("0001_*.py"))
+
+
+KIT = (
+    "converse",
+    "Conversation",
+    "TurnResult",
+    "Pending",
+    "ToolRun",
+    "UndoResult",
+    "ActionRefused",
+)
+
+
+def test_the_conversation_kit_is_public_and_in_the_readme() -> None:
+    row = next(
+        line for line in README.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `bosun.testing` |")
+    )  # fmt: skip
+    assert [n for n in KIT if n not in bosun.testing.__all__] == []
+    assert [n for n in KIT if f"`{n}`" not in row] == []
+    assert all(getattr(bosun.testing, n).__module__.startswith("bosun.") for n in KIT)
 
 
 class Nothing(BaseModel):
