@@ -49,6 +49,7 @@ class LocalServer:
         services = self.services
         await services.runner.shutdown(0)  # a cancelled caller leaves no turn running
         await services.mcp.aclose()
+        await services.openapi.aclose()
         await services.store.close()
 
 
