@@ -74,11 +74,11 @@ def load_toolset(spec: str) -> Toolset:
     callable taking no arguments that returns one (a factory, for a fresh registry)."""
     try:
         found = _resolve(spec)
+        toolset = found() if callable(found) and not isinstance(found, Toolset) else found
     except ToolsetError:
         raise
-    except Exception as exc:  # a plugin's import can fail any way: name it, say how
+    except Exception as exc:  # a plugin's import or factory can fail any way: name it
         raise ToolsetError(f"Toolset {spec!r} did not load: {type(exc).__name__}: {exc}") from exc
-    toolset = found() if callable(found) and not isinstance(found, Toolset) else found
     if not isinstance(toolset, Toolset):
         raise ToolsetError(
             f"Toolset {spec!r} is a {type(toolset).__name__}, not a bosun.tools.Toolset "

@@ -25,7 +25,9 @@ DEMO_TABLES = {"class_sessions", "members", "programs", "tasks", "workouts"}
 
 def head(branch: str) -> str:
     """The newest revision of a branch (``core``, ``demo``)."""
-    revision = ScriptDirectory.from_config(alembic_config(toolsets=[demo_toolset()])).get_revision(f"{branch}@head")
+    revision = ScriptDirectory.from_config(alembic_config(toolsets=[demo_toolset()])).get_revision(
+        f"{branch}@head"
+    )
     assert revision is not None
     return revision.revision
 
