@@ -22,38 +22,9 @@ import pytest
 from httpx_sse import connect_sse
 
 from conftest import JWT_SECRET, free_port
-from toolset_package import write_package
+from toolset_package import SCRIPT, write_package
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
-
-PLAN_ADD = {"strategy": "tool", "reasoning": "One write, then a look.", "steps": [
-    {"id": "s1", "goal": "Add the note buy milk", "tools": ["notes.add", "notes.list"],
-     "max_tool_calls": 2},
-]}  # fmt: skip
-PLAN_REMOVE = {"strategy": "tool", "reasoning": "A delete needs approval.", "steps": [
-    {"id": "s1", "goal": "Add then remove a note", "tools": ["notes.add", "notes.remove"],
-     "max_tool_calls": 2},
-]}  # fmt: skip
-SCRIPT = {
-    "steps": [
-        {"match": "Write a short title", "text": "Notes"},
-        {"match": "You are the planner", "text": json.dumps(PLAN_ADD)},
-        {"match": "Add the note buy milk", "tool_calls": [
-            {"id": "toolu_add", "name": "notes_add", "input": {"text": "buy milk"}}]},
-        {"match": "Add the note buy milk", "tool_calls": [
-            {"id": "toolu_list", "name": "notes_list", "input": {}}]},
-        {"match": "Add the note buy milk", "text": "Added it."},
-        {"match": "You write the answer", "text": "Added the note."},
-        {"match": "You are the planner", "text": json.dumps(PLAN_REMOVE)},
-        {"match": "Add then remove a note", "tool_calls": [
-            {"id": "toolu_add2", "name": "notes_add", "input": {"text": "call Sam"}}]},
-        {"match": "Add then remove a note", "tool_calls": [
-            {"id": "toolu_remove", "name": "notes_remove",
-             "input": {"note_id": "note_toolu_add2"}}]},
-        {"match": "Add then remove a note", "text": "Removed it."},
-        {"match": "You write the answer", "text": "Removed the note."},
-    ]
-}  # fmt: skip
 
 
 @pytest.fixture
@@ -107,11 +78,9 @@ class Served:
 
 @contextmanager
 def serve(env: dict[str, str], cwd: Path, *args: str) -> Iterator[Served]:
-    script = cwd / "script.json"  # YAML is a superset of JSON
-    script.write_text(json.dumps(SCRIPT), encoding="utf-8")
     port = free_port()
     process = subprocess.Popen(
-        [*BOSUN, "serve", "--port", str(port), "--model", f"scripted:{script}", *args],
+        [*BOSUN, "serve", "--port", str(port), "--model", f"scripted:{SCRIPT}", *args],
         env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
