@@ -131,6 +131,7 @@ def _agents(commands: _Commands) -> None:
     ):
         _who(action)
         _database_url(action)
+        _toolset(action)
     show.add_argument("handle", metavar="HANDLE")
     apply.add_argument("file", metavar="FILE.yaml")
 

@@ -1,7 +1,8 @@
 """Typed tools: declarations and their policies (category, confirm, kind, inverse, roles,
 audit), the registry the planner and executors share, the runner that enforces those
 policies (validation, roles, capabilities, confirmation, timeouts, recorded executions,
-undo), the tools of MCP servers (``McpPool``), and the demo toolset (``tools.demo``).
+undo) and the tools of MCP servers (``McpPool``). Domain tools (the demo among them)
+live in toolsets outside the core, loaded by name (``bosun.tools.Toolset``).
 """
 
 from typing import TYPE_CHECKING, Any

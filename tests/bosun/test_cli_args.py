@@ -75,6 +75,7 @@ def test_the_command_line_knows_every_command_and_user_role() -> None:
         "agents",
         "run",
         "mcp",
+        "toolsets",
     ]
     assert get_args(UserRole) == USER_ROLES
 
