@@ -87,14 +87,12 @@ async def upgrade(
 
 
 def _check_branches(config: Config, toolsets: Sequence[Toolset]) -> None:
-    """Each toolset's folder holds its branch (a script with ``branch_labels`` its name)."""
-    script = ScriptDirectory.from_config(config)
+    """Each toolset's folder holds its branch (a script with ``branch_labels`` its name);
+    checked by label, since alembic would also read ``x@head`` as a revision id prefix."""
+    labels = {label for rev in ScriptDirectory.from_config(config).walk_revisions()
+              for label in rev.branch_labels}  # fmt: skip
     for toolset in toolsets:
-        try:
-            found = script.get_revision(f"{toolset.name}@head")
-        except CommandError:
-            found = None
-        if found is None:
+        if toolset.name not in labels:
             raise ToolsetError(
                 f"Toolset {toolset.name!r}: no migration in {toolset.migrations} starts the "
                 f"branch {toolset.name!r} (its first script needs branch_labels = "

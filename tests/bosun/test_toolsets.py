@@ -20,8 +20,13 @@ from typing import Any
 import httpx
 import pytest
 from httpx_sse import connect_sse
+from pydantic import BaseModel
 
+from bosun._toolsets import ToolsetError, merge_sources, merge_tools
+from bosun.migrate import upgrade
+from bosun.tools import Source, SourceRequest, ToolContext, ToolDef, ToolRegistry, Toolset
 from conftest import JWT_SECRET, free_port
+from store import Store
 from toolset_package import SCRIPT, write_package
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
@@ -203,3 +208,58 @@ def test_bosun_toolsets_lists_the_loaded_and_the_installed(
     assert lines[3].startswith("  demo\tdemo\t") and "members.search" in lines[4]
     installed = lines[lines.index("installed:") + 1 :]
     assert "  demo\tbosun_demo:toolset" in installed and "  notes\tacme_notes:toolset" in installed
+
+
+def _toolset(name: str, *tools: ToolDef, **fields: Any) -> Toolset:
+    return Toolset(name=name, tools=ToolRegistry(tools), **fields)
+
+
+def _read(name: str) -> ToolDef:
+    async def handler(args: BaseModel, _ctx: ToolContext) -> BaseModel:
+        return args
+
+    return ToolDef(name=name, summary="x", input_model=BaseModel, category="read", handler=handler)
+
+
+def test_merging_offers_a_shared_declaration_once_and_refuses_two_of_one_name() -> None:
+    shared = _read("message.peek")
+    merged = merge_tools([_toolset("a", shared, _read("a.one")), _toolset("b", shared)])
+    assert merged is not None and merged.names() == ["message.peek", "a.one"]
+    assert merge_tools([]) is None  # no toolset: no tools at all
+    with pytest.raises(ToolsetError, match=r"'a_b\.c' of toolset 'b' collides with tool 'a\.b_c'"):
+        merge_tools([_toolset("a", _read("a.b_c")), _toolset("b", _read("a_b.c"))])  # one wire name
+
+
+def test_sources_names_and_migrations_are_checked(tmp_path: Path, sqlite_url: str) -> None:
+    def sources(_store: Any) -> list[Source]:
+        async def fetch(_request: SourceRequest) -> dict[str, Any]:
+            return {}
+
+        return [Source(name="shared", description="d", fetch=fetch)]
+
+    clashing = [_toolset("a", sources=sources), _toolset("b", sources=sources)]
+    with pytest.raises(
+        ToolsetError, match="'shared' is declared by toolset 'a' and by toolset 'b'"
+    ):
+        merge_sources(clashing, Store(sqlite_url))  # the sources hold it; nothing connects
+    with pytest.raises(ValueError, match="must be 1-40 lowercase"):
+        Toolset(name="Notes!")
+    with pytest.raises(ValueError, match="is no folder"):
+        Toolset(name="notes", migrations=tmp_path / "missing")
+
+
+async def test_a_migrations_folder_must_start_the_toolsets_branch(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "x_0001.py").write_text(
+        'revision = "x_0001"\ndown_revision = None\nbranch_labels = ("other",)\n'
+        "depends_on = None\ndef upgrade() -> None: pass\n",
+        encoding="utf-8",
+    )
+    store = Store(sqlite_url)
+    try:
+        with pytest.raises(ToolsetError, match=r"no migration in .* starts the branch 'x'"):
+            await upgrade(store, toolsets=[Toolset(name="x", migrations=tmp_path / "m")])
+    finally:
+        await store.close()
