@@ -123,7 +123,10 @@ def load_toolsets(specs: Sequence[str]) -> tuple[Toolset, ...]:
     merge_tools(toolsets)  # collisions fail here, at start-up
     for toolset in toolsets:
         for kind in toolset.artifact_types:
-            register_artifact_type(kind.name, kind.model, schema_version=kind.schema_version)
+            try:
+                register_artifact_type(kind.name, kind.model, schema_version=kind.schema_version)
+            except ValueError as exc:  # another toolset registered the name with its model
+                raise ToolsetError(f"Toolset {toolset.name!r}: {exc}") from None
     return toolsets
 
 

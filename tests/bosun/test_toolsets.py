@@ -22,11 +22,20 @@ import pytest
 from httpx_sse import connect_sse
 from pydantic import BaseModel
 
-from bosun._toolsets import ToolsetError, merge_sources, merge_tools
+from bosun._toolsets import ToolsetError, load_toolsets, merge_sources, merge_tools
 from bosun.migrate import upgrade
-from bosun.tools import Source, SourceRequest, ToolContext, ToolDef, ToolRegistry, Toolset
+from bosun.tools import (
+    ArtifactType,
+    Source,
+    SourceRequest,
+    ToolContext,
+    ToolDef,
+    ToolRegistry,
+    Toolset,
+)
 from conftest import JWT_SECRET, free_port
 from store import Store
+from tools import artifact_type
 from toolset_package import SCRIPT, write_package
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
@@ -263,3 +272,31 @@ async def test_a_migrations_folder_must_start_the_toolsets_branch(
             await upgrade(store, toolsets=[Toolset(name="x", migrations=tmp_path / "m")])
     finally:
         await store.close()
+
+
+class _WorkoutA(BaseModel):
+    a: int
+
+
+class _WorkoutB(BaseModel):
+    b: int
+
+
+def _art_a() -> Toolset:
+    return Toolset(name="arta", artifact_types=(ArtifactType("t_clash", _WorkoutA, "1"),))
+
+
+def _art_b() -> Toolset:
+    return Toolset(name="artb", artifact_types=(ArtifactType("t_clash", _WorkoutB, "1"),))
+
+
+def test_two_toolsets_registering_one_artifact_type_stop_start_up() -> None:
+    [loaded] = load_toolsets(["test_toolsets:_art_a", "test_toolsets:_art_a"])  # once
+    assert artifact_type("t_clash").model is _WorkoutA and loaded.name == "arta"
+    with pytest.raises(ToolsetError, match="Toolset 'artb': Artifact type 't_clash' is already"):
+        load_toolsets(["test_toolsets:_art_b"])
+    with pytest.raises(ToolsetError, match="'test_toolsets:_art_a' and 'test_toolsets:_art_a2'"):
+        load_toolsets(["test_toolsets:_art_a", "test_toolsets:_art_a2"])
+
+
+_art_a2 = _art_a  # a second name for one toolset: two toolsets named "arta"
