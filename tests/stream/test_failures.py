@@ -108,7 +108,7 @@ async def anthropic_server(db_url: str, fake: FakeServer) -> AsyncIterator[Serve
         },
         limits={"requests_per_minute": 0, "tokens_per_minute": 0},  # type: ignore[arg-type]
     )
-    assert settings.demo  # the default: the demo toolset is on
+    assert settings.toolset_names() == [DEMO]  # as `make serve` loads it
     models = build_models(settings)
     async with Server(settings, models) as server:
         yield server
