@@ -24,7 +24,7 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 serve: install
-	$(BIN)/bosun serve --dev --port $(PORT) --model $(MODEL)
+	$(BIN)/bosun serve --dev --toolset demo --port $(PORT) --model $(MODEL)
 
 migrate: install
 	$(BIN)/bosun migrate

@@ -232,7 +232,7 @@ async def bosun_store(stack: AsyncExitStack, path: Path, *, migrate: bool) -> St
     store = Store(f"sqlite+aiosqlite:///{path}")
     stack.push_async_callback(store.close)
     if migrate:
-        await upgrade(store, demo=False)
+        await upgrade(store)
     return store
 
 

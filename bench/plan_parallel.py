@@ -67,6 +67,8 @@ from bosun.app import build_app
 from bosun.log import configure_logging
 from bosun.migrate import upgrade
 from bosun.settings import ExecutorSettings, LimitSettings, PlannerSettings, Settings
+from bosun_demo import demo_registry, seed_demo
+from bosun_demo import toolset as demo_toolset
 from context import TokenCounter
 from events import Event, ToolCompleted
 from executors import (
@@ -82,7 +84,6 @@ from providers import FunctionModel, ModelRequest, Reply, ToolCall, ToolResult
 from store import Store
 from stream import TokenConfig, mint_token
 from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRunner, UserRole
-from tools.demo import demo_registry, seed_demo
 from turn import TurnModels
 
 ORG = "bench"
@@ -200,7 +201,7 @@ def limits_for(calls: int) -> tuple[PlannerSettings, ExecutorSettings]:
 
 async def _migrate(store: Store) -> None:
     try:
-        await upgrade(store, demo=True)
+        await upgrade(store, toolsets=[demo_toolset()])
     finally:
         await store.close()
 
@@ -212,6 +213,7 @@ def bosun_app(db_path: Path, *, latency_ms: float, max_executors: int, calls: in
         database_url=f"sqlite+aiosqlite:///{db_path}",
         jwt_secret=os.environ[SECRET_ENV],
         jwt_algorithm="HS256",
+        toolsets=["bosun_demo:toolset"],
         planner=planner.model_copy(update={"max_executors": max_executors}),
         executor=executor,
         limits=LimitSettings(requests_per_minute=0, tokens_per_minute=0),  # measure, not throttle
@@ -392,7 +394,7 @@ async def in_process(workdir: Path, calls: int, reps: int, warmup: int) -> list[
     configure_logging(fmt="console", level="warning")  # as in the servers
     store = Store(f"sqlite+aiosqlite:///{workdir / 'in_process.db'}")
     try:
-        await upgrade(store, demo=True)
+        await upgrade(store, toolsets=[demo_toolset()])
         await seed_demo(store, ORG)
         session_id = str(uuid.uuid4())  # execution rows (mode "recorded") need a session
         await store.sessions.create(org_id=ORG, user_id="bench", session_id=session_id, title=None)

@@ -74,6 +74,7 @@ def _bosun_app(db_path: Path, deltas: int) -> Litestar:
     from bosun.log import configure_logging
     from bosun.migrate import upgrade
     from bosun.settings import LimitSettings, Settings
+    from bosun.wiring import configured_toolsets
     from providers import FunctionModel, ModelRequest
     from store import Store
     from turn import TurnModels
@@ -83,13 +84,14 @@ def _bosun_app(db_path: Path, deltas: int) -> Litestar:
         database_url=f"sqlite+aiosqlite:///{db_path}",
         jwt_secret=os.environ[SECRET_ENV],
         jwt_algorithm="HS256",
+        toolsets=["bosun_demo:toolset"],
         limits=LimitSettings(requests_per_minute=0, tokens_per_minute=0),  # measure, not throttle
     )
 
     async def migrate() -> None:
         store = Store(settings.database_url)
         try:
-            await upgrade(store, demo=settings.demo)
+            await upgrade(store, toolsets=configured_toolsets(settings))
         finally:
             await store.close()
 

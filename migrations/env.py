@@ -13,8 +13,6 @@ from typing import Any
 from alembic import context
 from sqlalchemy.engine import Connection
 
-# The demo's tables are declared on the same metadata, so autogenerate sees them too.
-import tools.demo  # noqa: F401
 from store import Store, metadata
 
 config = context.config

@@ -25,6 +25,8 @@ import uvicorn
 from bosun.app import build_app
 from bosun.migrate import upgrade
 from bosun.settings import Settings
+from bosun.tools import Toolset
+from bosun_demo import toolset as demo_toolset
 from store import Store
 from stream import TokenConfig, mint_token
 from turn import TurnModels
@@ -34,6 +36,9 @@ PG_ADMIN_URL = os.environ.get(
     "BOSUN_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/postgres"
 )
 JWT_SECRET = "test-secret-" + "x" * 40
+DEMO = "bosun_demo:toolset"
+"""The demo toolset by module (the suite's servers load it; its entry point ``demo`` is
+what an installed Bosun names)."""
 
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "::1", "localhost", "0.0.0.0", ""})  # noqa: S104
@@ -130,7 +135,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 async def migrate(url: str, *, demo: bool = True) -> None:
     """Migrate ``url`` to the newest schema, the demo's tables included unless ``demo`` is
-    off (the suite runs with the demo on, as ``bosun serve`` does by default).
+    off (the suite's servers load the demo toolset, as ``bosun serve --dev`` does).
 
     A new SQLite file is a copy of one database this run migrated (per ``demo``): the
     same schema and revisions as running the migrations on it, in about a millisecond
@@ -147,9 +152,13 @@ async def migrate(url: str, *, demo: bool = True) -> None:
         return
     store = Store(url)
     try:
-        await upgrade(store, demo=demo)
+        await upgrade(store, toolsets=_toolsets(demo))
     finally:
         await store.close()
+
+
+def _toolsets(demo: bool) -> tuple[Toolset, ...]:
+    return (demo_toolset(),) if demo else ()
 
 
 _MIGRATED: dict[bool, Path] = {}
@@ -163,7 +172,7 @@ async def _migrated_sqlite(demo: bool) -> Path:
         path = folder / f"schema-demo-{demo}.db"
         store = Store(f"{SQLITE_PREFIX}{path}")
         try:
-            await upgrade(store, demo=demo)
+            await upgrade(store, toolsets=_toolsets(demo))
         finally:
             await store.close()
         _MIGRATED[demo] = path
@@ -248,6 +257,7 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
         *,
         secrets_key: str | None = None,
         egress: dict[str, bool] | None = None,
+        toolsets: list[str] | None = None,
         **limits: float,
     ) -> Server:
         # Tests start many turns quickly as one user: rate limits are off unless asked for.
@@ -258,6 +268,7 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
             secrets_key=secrets_key,  # type: ignore[arg-type]
             limits=limits,  # type: ignore[arg-type]
             egress=egress if egress is not None else OPEN_EGRESS,  # type: ignore[arg-type]
+            toolsets=[DEMO] if toolsets is None else toolsets,
         )
         return Server(settings, models or TurnModels())
 

@@ -89,6 +89,18 @@ def test_the_real_tree_keeps_every_contract() -> None:
             {"Imports point down the layers"},
             "egress._records -> store",
         ),
+        (
+            "bosun/_demo_wiring.py",
+            "from bosun_demo import toolset\n",
+            {"No core package imports the demo (a toolset loaded by name)"},
+            "bosun._demo_wiring -> bosun_demo",
+        ),
+        (
+            "tools/_fitness.py",
+            "def registry() -> None:\n    import bosun_demo._toolset\n",
+            {"No core package imports the demo (a toolset loaded by name)"},
+            "tools._fitness -> bosun_demo._toolset",
+        ),
     ],
     ids=[
         "store-imports-turn",
@@ -96,6 +108,8 @@ def test_the_real_tree_keeps_every_contract() -> None:
         "providers-import-store",
         "tools-loop",
         "egress-imports-store",
+        "bosun-imports-the-demo",
+        "tools-import-the-demo",
     ],
 )
 def test_a_module_importing_the_wrong_way_breaks_its_contract(

@@ -19,9 +19,10 @@ from alembic import command
 from sqlalchemy.engine import Connection
 
 from bosun._harness import _database
+from bosun._toolsets import Toolset, merge_sources, merge_tools, register_artifact_types
 from bosun._views import Needs, TurnResult, UndoResult, turn_result
 from bosun.migrate import alembic_config, script_location, upgrade
-from context import SourceRegistry
+from context import Source, SourceRegistry
 from events import ToolError
 from providers import Model, ScriptedModel
 from store import Store
@@ -149,8 +150,9 @@ class Conversation:
 @contextlib.asynccontextmanager
 async def converse(
     *,
-    tools: ToolRegistry | None,
     model: ModelLike,
+    toolsets: Sequence[Toolset] = (),
+    tools: ToolRegistry | None = None,
     planner: ModelLike | None = None,
     sources: Sources | None = None,
     migrations: Path | Sequence[Path] | None = None,
@@ -160,9 +162,10 @@ async def converse(
     database_url: str | None = None,
     timeout_s: float = 60.0,
 ) -> AsyncIterator[Conversation]:
-    """A conversation with ``tools`` (and ``sources``) on a throwaway SQLite database, or
-    ``database_url``, migrated to the newest schema and each ``migrations`` folder's branch
-    (the toolset's own tables) to its head.
+    """A conversation with ``toolsets`` (their tools, sources, artifact types and tables),
+    or loose ``tools`` and ``sources``, on a throwaway SQLite database, or ``database_url``,
+    migrated to the newest schema, each toolset's branch and each ``migrations`` folder's
+    branch to its head: what ``bosun serve`` loads, without the server.
 
     ``model`` runs the plan's steps and writes the answers; ``planner`` plans (default:
     ``model``, so one script serves every call, in order or by ``match``). A model is a
@@ -177,10 +180,7 @@ async def converse(
         store = Store(url)
         server: LocalServer | None = None
         try:
-            await upgrade(store, demo=False)  # the core; the toolset's branch next
-            await _upgrade_branches(store, _folders(migrations))
-            registry = sources(store) if callable(sources) else sources
-            kit = TurnKit(tools=tools, sources=registry or SourceRegistry())
+            kit = await _prepare(store, toolsets, tools, sources, _folders(migrations))
             server = LocalServer(store, models=models, kit=kit, turn_timeout_s=timeout_s)
             yield Conversation(server, server.user(org_id=org_id, user_id=user_id, role=role))
         finally:
@@ -188,6 +188,30 @@ async def converse(
                 await server.aclose()  # stops its turns, then closes the store
             else:
                 await store.close()
+
+
+async def _prepare(
+    store: Store,
+    toolsets: Sequence[Toolset],
+    tools: ToolRegistry | None,
+    sources: Sources | None,
+    folders: Sequence[Path],
+) -> TurnKit:
+    """Migrate ``store`` (the core, the toolsets' branches, then loose folders) and the kit
+    of the toolsets' tools and sources merged with the loose ones, as the server merges."""
+    register_artifact_types(toolsets)
+    await upgrade(store, toolsets=toolsets)
+    await _upgrade_branches(store, folders)
+    registry = merge_sources(toolsets, store)
+    for source in _loose_sources(sources, store):
+        registry.register(source)
+    merged = merge_tools([*toolsets, Toolset(name="loose", tools=tools)] if tools else toolsets)
+    return TurnKit(tools=merged, sources=registry)
+
+
+def _loose_sources(sources: Sources | None, store: Store) -> list[Source]:
+    made = sources(store) if callable(sources) else sources
+    return list(made) if made is not None else []
 
 
 def _tool_error(error: dict[str, str | None]) -> ToolError:

@@ -51,7 +51,7 @@ async def run_turn(
             lease_s=timeout_s + LEASE_MARGIN_S,
         )  # fmt: skip
         try:
-            await upgrade(store, demo=False)  # your tools, not the demo's tables
+            await upgrade(store)  # the core: your tools keep no tables of their own here
             session_id = await new_session(
                 store, org_id=org_id, user_id=user_id, first_message=message
             )

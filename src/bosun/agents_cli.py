@@ -22,7 +22,7 @@ from bosun.chat_cli import heartbeat, print_events
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
-from bosun.wiring import build_kit, build_models
+from bosun.wiring import build_kit, build_models, configured_toolsets
 from fleet import (
     AgentDirectory,
     AgentNotFoundError,
@@ -74,7 +74,7 @@ def _load(path: Path) -> list[Any]:
 async def _agents(args: argparse.Namespace, settings: Settings, loaded: list[Any]) -> int:
     store = _store(settings)
     try:
-        await upgrade(store, demo=settings.demo)
+        await upgrade(store, toolsets=configured_toolsets(settings))
         directory = _directory(settings, store)
         if args.action == "list":
             for agent in await directory.list(args.org):
@@ -131,8 +131,9 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
 async def _run(args: argparse.Namespace, settings: Settings) -> str:
     store = _store(settings)
     try:
-        await upgrade(store, demo=settings.demo)
-        kit = build_kit(settings, store)
+        toolsets = configured_toolsets(settings)
+        await upgrade(store, toolsets=toolsets)
+        kit = build_kit(settings, store, toolsets)
         directory = _directory(settings, store)
         runner = TurnRunner(
             store, turn_timeout_s=settings.limits.turn_timeout_s, kit=kit,

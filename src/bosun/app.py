@@ -9,12 +9,12 @@ import structlog
 from litestar import Litestar
 
 from bosun import __version__
+from bosun._toolsets import Toolset
 from bosun.settings import Settings, WebhookSettings
-from bosun.wiring import build_kit, build_models
+from bosun.wiring import build_kit, build_models, configured_toolsets
 from fleet import default_policy
 from store import Breaker, Store
 from stream import DeliveryLimits, StreamConfig, TokenConfig, create_app
-from tools.demo import seed_demo
 from turn import TurnModels
 
 _log = structlog.get_logger("bosun.app")
@@ -56,24 +56,33 @@ def stream_config(settings: Settings) -> StreamConfig:
 
 
 def build_app(
-    settings: Settings, *, models: TurnModels | None = None, seed_orgs: Sequence[str] = ()
+    settings: Settings,
+    *,
+    models: TurnModels | None = None,
+    seed_orgs: Sequence[str] = (),
+    toolsets: Sequence[Toolset] | None = None,
 ) -> Litestar:
-    """The whole service for ``settings``; ``models`` overrides the configured ones (tests).
+    """The whole service for ``settings``; ``models`` overrides the configured ones (tests),
+    ``toolsets`` the configured ones (already loaded).
 
-    ``seed_orgs`` get the demo data at start-up (when the demo is enabled and they have
-    none yet).
+    ``seed_orgs`` get each toolset's example data at start-up (those that seed; each
+    toolset decides whether an org has its data already).
     """
     if settings.mcp.stdio_commands:
         _log.warning("mcp.stdio_allowed", programs=settings.mcp.stdio_commands)
     secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
     store = Store(settings.database_url, secrets_key=secrets_key)
 
+    loaded = configured_toolsets(settings) if toolsets is None else toolsets
+
     async def seed() -> None:
-        for org in seed_orgs if settings.demo else ():
-            await seed_demo(store, org)
+        for org in seed_orgs:
+            for toolset in loaded:
+                if toolset.seed is not None:
+                    await toolset.seed(store, org)
 
     models = models if models is not None else build_models(settings)
-    kit = build_kit(settings, store)
+    kit = build_kit(settings, store, loaded)
     return create_app(
         store=store,
         models=models,

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
-from bosun.wiring import build_kit, build_models
+from bosun.wiring import build_kit, build_models, configured_toolsets
 from events import (
     ConfirmationPending,
     DisambiguationPending,
@@ -37,7 +37,6 @@ from events import (
 )
 from providers import ModelSpecError
 from store import SecretsKeyError, Store, StoredEvent
-from tools.demo import seed_demo
 from turn import ModelResolver, TurnHandle, TurnRunner, new_session
 
 
@@ -59,11 +58,13 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> TurnStatus:
     secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
     store = Store(settings.database_url, secrets_key=secrets_key)
     try:
-        await upgrade(store, demo=settings.demo)
+        toolsets = configured_toolsets(settings)
+        await upgrade(store, toolsets=toolsets)
         models = build_models(settings)
-        kit = build_kit(settings, store)
-        if settings.demo:
-            await seed_demo(store, args.org)
+        kit = build_kit(settings, store, toolsets)
+        for toolset in toolsets:  # example data for the org, as `serve --dev` gives dev-org
+            if toolset.seed is not None:
+                await toolset.seed(store, args.org)
         session_id = await _session(store, args)
         picked = await ModelResolver(models, store.org_keys).resolve(
             org_id=args.org, requested=None

@@ -1,5 +1,5 @@
 """The ``bosun`` command: serve, migrate, token, org-tier, chat, plan, budget, prune,
-agents, run, mcp.
+agents, run, mcp, toolsets.
 
 Parsing needs the standard library only (``bosun.cli_args``), so ``--help`` and
 ``--version`` answer before anything heavy loads; ``bosun.commands`` runs what was asked.

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 # tools.UserRole spelled out (importing tools loads the store); a test keeps them equal.
 USER_ROLES = ("owner", "staff", "member")
 DEV_USER, DEV_ORG = "dev", "dev-org"  # whom `serve --dev` signs a token for; `chat` asks as
+DEV_TOOLSET = "demo"  # what `serve --dev` loads when no toolset is configured
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         _serve, _migrate, _token, _org_tier, _chat, _plan, _budget, _prune, _agents, _run,
-        _mcp, _openapi,
+        _mcp, _openapi, _toolsets,
     ):  # fmt: skip
         add(commands)
     return parser
@@ -44,13 +45,31 @@ def _database_url(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", metavar="URL", help="overrides BOSUN_DATABASE_URL")
 
 
+def _toolset(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--toolset", action="append", metavar="NAME",
+        help="load this toolset (module:attribute, or an installed entry point's name) "
+        "instead of the configured ones (setting toolsets); repeatable",
+    )  # fmt: skip
+
+
+def _toolsets(commands: _Commands) -> None:
+    toolsets = commands.add_parser(
+        "toolsets", help="list the toolsets configured (loaded as serve would) and installed"
+    )
+    _toolset(toolsets)
+
+
 def _serve(commands: _Commands) -> None:
     serve = commands.add_parser("serve", help="run the HTTP service")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
-        "--dev", action="store_true", help="allow the development JWT secret and print a token"
-    )
+        "--dev", action="store_true",
+        help=f"allow the development JWT secret, print a token, seed {DEV_ORG} (and load the "
+        f"{DEV_TOOLSET!r} toolset when none is configured)",
+    )  # fmt: skip
+    _toolset(serve)
     serve.add_argument(
         "--model", metavar="SPEC", help="model for every role, e.g. scripted:replies.yaml"
     )
@@ -63,6 +82,7 @@ def _serve(commands: _Commands) -> None:
 def _migrate(commands: _Commands) -> None:
     migrate = commands.add_parser("migrate", help="apply database migrations")
     _database_url(migrate)
+    _toolset(migrate)
     migrate.add_argument("--revision", default="head")
 
 
@@ -90,6 +110,7 @@ def _chat(commands: _Commands) -> None:
     chat.add_argument("--org", default=DEV_ORG, help=f"their org (default {DEV_ORG})")
     chat.add_argument("--role", default="owner", choices=USER_ROLES, help="their role")
     chat.add_argument("--json", action="store_true", help="print every event as a JSON line")
+    _toolset(chat)
     _database_url(chat)
 
 
@@ -110,6 +131,7 @@ def _agents(commands: _Commands) -> None:
     ):
         _who(action)
         _database_url(action)
+        _toolset(action)
     show.add_argument("handle", metavar="HANDLE")
     apply.add_argument("file", metavar="FILE.yaml")
 
@@ -125,6 +147,7 @@ def _run(commands: _Commands) -> None:
     )
     run.add_argument("--json", action="store_true", help="with --wait: events as JSON lines")
     run.add_argument("--model", metavar="SPEC", help="model for every role")
+    _toolset(run)
     _who(run)
     _database_url(run)
 
@@ -238,6 +261,7 @@ def _plan(commands: _Commands) -> None:
     plan.add_argument("--eval", type=Path, metavar="FILE.jsonl", help="evaluate a labelled set")
     plan.add_argument("--out", type=Path, metavar="REPORT.html", help="with --eval: HTML report")
     plan.add_argument("--concurrency", type=int, default=4, help="with --eval: calls at once")
+    _toolset(plan)
 
 
 def _budget(commands: _Commands) -> None:

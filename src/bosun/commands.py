@@ -1,9 +1,9 @@
 """Running a parsed ``bosun`` command line: the settings and logging, then its command.
 
 ``bosun.cli`` imports this module only once the line has parsed: from here on the
-settings, providers, the store and the HTTP stack load. ``serve``, ``migrate``, ``token``
-and ``org-tier`` are here; ``chat``, ``plan``, ``budget``, ``prune``, ``agents``,
-``run``, ``mcp`` and ``openapi`` have their own modules.
+settings, providers, the store and the HTTP stack load. ``serve``, ``migrate``, ``token``,
+``org-tier`` and ``toolsets`` are here; ``chat``, ``plan``, ``budget``, ``prune``,
+``agents``, ``run``, ``mcp`` and ``openapi`` have their own modules.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 from pydantic import ValidationError
@@ -25,14 +25,17 @@ from bosun import (
     plan_cli,
     prune_cli,
 )
-from bosun.cli_args import DEV_ORG, DEV_USER
+from bosun._toolsets import Toolset, ToolsetError, installed_toolsets
+from bosun.cli_args import DEV_ORG, DEV_TOOLSET, DEV_USER
 from bosun.log import configure_logging
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
+from bosun.wiring import configured_toolsets
 from providers import ModelSpecError
 from store import SecretsKeyError, Store
 from tools import UserRole
 
 _log = structlog.get_logger("bosun.egress")
+_boot = structlog.get_logger("bosun.serve")
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
@@ -51,14 +54,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"bosun: invalid settings: {exc}", file=sys.stderr)
         return 2
     configure_logging(fmt=settings.log_format, level=settings.log_level)
+    try:
+        return _command(args, settings)
+    except ToolsetError as exc:  # a configured toolset that does not load stops the command
+        print(f"bosun {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "serve":
         return _serve(args, settings)
     if args.command in _COMMANDS:
         return _COMMANDS[args.command](args, settings)
     if args.command == "migrate":
-        asyncio.run(_migrate(settings.database_url, args.revision, demo=settings.demo))
-        print(f"migrated {settings.database_url.split('@')[-1]} to {args.revision}")
+        toolsets = configured_toolsets(settings)
+        asyncio.run(_migrate(settings.database_url, args.revision, toolsets=toolsets))
+        with_toolsets = "".join(f", {t.name}" for t in toolsets if t.migrations)
+        print(f"migrated {settings.database_url.split('@')[-1]} to {args.revision}{with_toolsets}")
         return 0
+    if args.command == "toolsets":
+        return _toolsets(settings)
     if args.command == "org-tier":
         return _org_tier(args, settings)
     assert args.command == "token", args.command
@@ -69,6 +84,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, object] = {}
     if getattr(args, "database_url", None):
         overrides["database_url"] = args.database_url
+    if getattr(args, "toolset", None):  # the flags name the toolsets, instead of the settings
+        overrides["toolsets"], overrides["demo"] = args.toolset, False
     settings = load_settings(**overrides)
     if getattr(args, "model", None):
         settings.models.default = args.model
@@ -77,12 +94,12 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
-async def _migrate(url: str, revision: str = "head", *, demo: bool) -> None:
+async def _migrate(url: str, revision: str = "head", *, toolsets: Sequence[Toolset]) -> None:
     from bosun.migrate import upgrade  # alembic is only needed when migrating
 
     store = Store(url)
     try:
-        await upgrade(store, revision, demo=demo)
+        await upgrade(store, revision, toolsets=toolsets)
     finally:
         await store.close()
 
@@ -98,13 +115,17 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     _open_egress(settings, dev=args.dev)
     if warning := settings.mcp.stdio_warning():
         print(warning, file=sys.stderr)
+    if args.dev and not settings.toolset_names():
+        settings.toolsets = [DEV_TOOLSET]  # a first `serve --dev` shows the demo studio
+    toolsets = configured_toolsets(settings)
     try:
-        app = build_app(settings, seed_orgs=[DEV_ORG] if args.dev else [])
+        app = build_app(settings, seed_orgs=[DEV_ORG] if args.dev else [], toolsets=toolsets)
     except (ModelSpecError, SecretsKeyError) as exc:
         print(f"bosun serve: {exc}", file=sys.stderr)
         return 2
+    _boot.info("toolsets.loaded", toolsets=[t.name for t in toolsets])
     if not args.no_migrate:
-        asyncio.run(_migrate(settings.database_url, demo=settings.demo))
+        asyncio.run(_migrate(settings.database_url, toolsets=toolsets))
     if args.dev:
         token = _mint(settings, user=DEV_USER, org=DEV_ORG, role="owner")
         host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address
@@ -187,4 +208,20 @@ def _org_tier(args: argparse.Namespace, settings: Settings) -> int:
     cap = caps.get(tier, caps[settings.caps.default_tier])
     shown = "unmetered" if cap == -1 else f"${cap:,.2f} a day"
     print(f"org {args.org}: tier {tier} ({shown})")
+    return 0
+
+
+def _toolsets(settings: Settings) -> int:
+    """What is loaded (the configured toolsets, each loaded as ``serve`` would) and what
+    is installed (the entry points a bare name may give)."""
+    toolsets = configured_toolsets(settings)
+    print("loaded:" if toolsets else "loaded: none (serve has no tools; --toolset NAME adds one)")
+    for spec, toolset in zip(dict.fromkeys(settings.toolset_names()), toolsets, strict=True):
+        tables = f", migrations {toolset.migrations}" if toolset.migrations else ""
+        print(f"  {toolset.name}\t{spec}\t{len(toolset.tools)} tools{tables}")
+        print(f"    {', '.join(toolset.tools.names()) or 'no tools'}")
+    installed = installed_toolsets()
+    print("installed:" if installed else "installed: none (entry-point group bosun.toolsets)")
+    for name, value in sorted(installed.items()):
+        print(f"  {name}\t{value}")
     return 0

@@ -19,6 +19,7 @@ from typing import Any
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
+from bosun.wiring import configured_toolsets
 from store import (
     InvalidToolsetError,
     McpToolsetRecord,
@@ -62,7 +63,7 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> list[str]:
     secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
     store = Store(settings.database_url, secrets_key=secrets_key)
     try:
-        await upgrade(store, demo=settings.demo)
+        await upgrade(store, toolsets=configured_toolsets(settings))
         if args.action == "list":
             return [_line(r) for r in await store.mcp_toolsets.list_for_org(args.org)]
         if args.action == "add":

@@ -16,6 +16,7 @@ from typing import Any
 from bosun.mcp_cli import Refused, printed
 from bosun.migrate import upgrade
 from bosun.settings import Settings
+from bosun.wiring import configured_toolsets
 from egress import EgressRefused, check_url
 from store import (
     OpenApiToolsetRecord,
@@ -33,7 +34,7 @@ async def _openapi(args: argparse.Namespace, settings: Settings) -> list[str]:
     secrets_key = settings.secrets_key.get_secret_value() if settings.secrets_key else None
     store = Store(settings.database_url, secrets_key=secrets_key)
     try:
-        await upgrade(store, demo=settings.demo)
+        await upgrade(store, toolsets=configured_toolsets(settings))
         toolsets = store.openapi_toolsets
         if args.action == "list":
             return [_line(r) for r in await toolsets.list_for_org(args.org)]

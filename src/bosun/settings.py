@@ -292,7 +292,11 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="Per-role token budget overrides, e.g. {planner = {conversation = 3000}}.",
     )
-    demo: bool = Field(default=True, description="Offer the demo toolset and its sources.")
+    toolsets: list[str] = Field(
+        default_factory=list,
+        description='Toolsets to load: "module:attribute" or an installed entry point\'s name.',
+    )
+    demo: bool = Field(default=False, description='Deprecated: the same as toolsets += ["demo"].')
     metrics: bool = Field(
         default=False, description="Serve Prometheus metrics at /metrics (no auth: keep private)."
     )
@@ -328,6 +332,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file())
         return (init_settings, env_settings, toml)
+
+    def toolset_names(self) -> list[str]:
+        """The toolsets to load, in order (``demo = true`` adds the demo, once)."""
+        extra = ["demo"] if self.demo and "demo" not in self.toolsets else []
+        return [*self.toolsets, *extra]
 
     def secret_is_safe(self) -> bool:
         if self.jwt_secret is None:

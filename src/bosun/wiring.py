@@ -5,18 +5,19 @@ app around them; ``bosun chat`` and ``bosun plan`` use them directly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import SecretStr
 
-from bosun.demo import demo_sources
+from bosun._toolsets import Toolset, load_toolsets, merge_sources, merge_tools
 from bosun.settings import ROLE_NAMES, Settings
-from context import Budgets, SourceRegistry
+from context import Budgets
 from events import ModelRole
 from executors import ExecutorLimits, StepShare
 from planner import PlanLimits
 from providers import Model, ProviderConfig, model_from_spec
 from store import Store
 from tools import Capabilities
-from tools.demo import demo_registry
 from turn import UNMETERED, CapPolicy, TurnKit, TurnModels
 
 
@@ -67,12 +68,22 @@ def build_models(settings: Settings) -> TurnModels:
     )
 
 
-def build_kit(settings: Settings, store: Store) -> TurnKit:
-    """The catalogue (the demo toolset and its sources, when enabled), budgets and limits."""
+def configured_toolsets(settings: Settings) -> tuple[Toolset, ...]:
+    """The toolsets the settings name, loaded and checked (``ToolsetError`` otherwise)."""
+    return load_toolsets(settings.toolset_names())
+
+
+def build_kit(
+    settings: Settings, store: Store, toolsets: Sequence[Toolset] | None = None
+) -> TurnKit:
+    """The catalogue (the tools and sources of ``toolsets``, by default the configured
+    ones; none: no tools), budgets and limits."""
     planner, executor = settings.planner, settings.executor
+    if toolsets is None:
+        toolsets = configured_toolsets(settings)
     return TurnKit(
-        tools=demo_registry() if settings.demo else None,
-        sources=demo_sources(store) if settings.demo else SourceRegistry(),
+        tools=merge_tools(toolsets),
+        sources=merge_sources(toolsets, store),
         budgets=Budgets.from_mapping(settings.budgets),
         plan_limits=PlanLimits(
             max_steps=planner.max_steps,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -141,6 +141,9 @@ class SourceRegistry:
             raise UnknownSourceError(
                 f"No context source {name!r}; registered: {self.names()}"
             ) from None
+
+    def __iter__(self) -> Iterator[Source]:
+        return iter(self._sources.values())
 
     def names(self) -> list[str]:
         """The sources the planner may pick (per-user sources are not picked: declared)."""

@@ -2,9 +2,9 @@
 the audit log.
 
 SQLAlchemy 2 async over SQLite (aiosqlite) or PostgreSQL (asyncpg) with the same code;
-the schema is migrated by alembic scripts in the repository's ``migrations/``. A domain
-that keeps its own tables in the same database (the demo, ``tools.demo``) declares them
-on ``Base``, refers to ``OrgRow`` and stamps times with ``utcnow``.
+the schema is migrated by alembic scripts in the repository's ``migrations/``. A toolset
+that keeps its own tables in the same database (the demo, ``bosun_demo``) may declare
+them on ``Base``, refer to ``OrgRow`` and stamp times with ``utcnow``.
 """
 
 from store import _usage_models as _usage_models  # registers the daily roll-ups

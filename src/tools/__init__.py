@@ -2,7 +2,8 @@
 audit), the registry the planner and executors share, the runner that enforces those
 policies (validation, roles, capabilities, confirmation, timeouts, recorded executions,
 undo), the tools of MCP servers (``McpPool``) and of OpenAPI documents
-(``OpenApiProvider``), and the demo toolset (``tools.demo``).
+(``OpenApiProvider``). Domain tools (the demo among them) live in toolsets outside the
+core, loaded by name (``bosun.tools.Toolset``).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from bosun.budget_report import render_html, render_table
+from bosun_demo import seed_demo
 from conftest import ServerFactory
 from context import (
     BudgetReport,
@@ -29,7 +30,6 @@ from context import (
 )
 from helpers import stream_turn
 from providers import FunctionModel, Reply, ScriptedModel, TokenUsage
-from tools.demo import seed_demo
 from turn import TurnModels
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from conftest import DEMO
 from store import Store
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello.yaml"
@@ -20,6 +21,7 @@ PLANNER = "You are the planner of an assistant"
 def bosun(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOSUN_")}
     env["BOSUN_DATABASE_URL"] = f"sqlite+aiosqlite:///{db}"
+    env["BOSUN_TOOLSETS"] = f'["{DEMO}"]'  # the demo studio's tools, tables and seed
     return subprocess.run(
         [sys.executable, "-m", "bosun.cli", *args],
         env=env, cwd=db.parent, capture_output=True, text=True, timeout=60, check=False,

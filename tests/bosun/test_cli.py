@@ -100,20 +100,25 @@ def test_migrate_is_idempotent(env: dict[str, str], tmp_path: Path) -> None:
     assert (tmp_path / "cli.db").exists()
 
 
-def test_migrate_adds_the_demo_tables_when_the_demo_is_on(
+def test_migrate_adds_the_demo_tables_when_the_demo_toolset_is_loaded(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     def tables() -> set[str]:
         with closing(sqlite3.connect(tmp_path / "cli.db")) as db:
             return {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
 
-    off = run(["migrate"], env | {"BOSUN_DEMO": "false"}, tmp_path)
+    off = run(["migrate"], env, tmp_path)  # no toolset is configured by default
     without = tables()
-    on = run(["migrate"], env, tmp_path)  # the demo is on by default
+    on = run(["migrate"], env | {"BOSUN_TOOLSETS": '["demo"]'}, tmp_path)
+    again = run(["migrate", "--toolset", "demo"], env, tmp_path)
+    after = run(["migrate"], env, tmp_path)  # unloaded, its tables and revision stay
 
-    assert off.returncode == on.returncode == 0, off.stderr + on.stderr
+    assert off.returncode == on.returncode == again.returncode == after.returncode == 0, (
+        off.stderr + on.stderr + again.stderr + after.stderr
+    )
     assert "audit_log" in without and "workouts" not in without
     assert tables() - without >= {"members", "programs", "workouts", "class_sessions", "tasks"}
+    assert on.stdout.strip().endswith("to head, demo") and off.stdout.strip().endswith("to head")
 
 
 @pytest.fixture

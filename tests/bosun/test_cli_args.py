@@ -76,6 +76,7 @@ def test_the_command_line_knows_every_command_and_user_role() -> None:
         "run",
         "mcp",
         "openapi",
+        "toolsets",
     ]
     assert get_args(UserRole) == USER_ROLES
 

@@ -12,12 +12,10 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import text
 
-from bosun.demo import demo_sources
-from bosun.migrate import script_location
+import bosun_demo as demo
 from bosun.testing import ActionRefused, ScriptedModel, converse
-from bosun.tools import Inverse, ToolContext, ToolDef, ToolError, ToolRegistry
+from bosun.tools import Inverse, ToolContext, ToolDef, ToolError, ToolRegistry, Toolset
 from providers import ToolResult
-from tools.demo import demo_registry, seed_demo
 
 MIGRATION = '''"""notes: the toolset's own table
 
@@ -176,9 +174,8 @@ async def test_two_turns_share_the_session_and_write_into_the_toolsets_table(
 ) -> None:
     planner = ScriptedModel([plan("notes.add"), plan()])
     model = ScriptedModel([call("t1", "notes_add", text="buy milk"), "Added it.", "Milk."])
-    async with converse(
-        tools=notes_toolset([]), model=model, planner=planner, migrations=migrations
-    ) as chat:
+    toolset = Toolset(name="notes", tools=notes_toolset([]), migrations=migrations)
+    async with converse(toolsets=[toolset], model=model, planner=planner) as chat:
         first = await chat.send("Note: buy milk")
         second = await chat.send("What did I note?")
         stored = await notes(chat.store)
@@ -294,14 +291,12 @@ async def test_a_toolset_without_its_migrations_has_no_table() -> None:
 
 
 async def test_the_demo_toolset_from_its_yaml_script() -> None:
-    """The README's demo conversation (examples/demo.yaml) on the demo's migrations: a
+    """The README's demo conversation (examples/demo.yaml) with the demo toolset (its tools,
+    sources and migrations, as the server loads them): a
     plan that creates a workout (undone), then a delete that waits for confirmation."""
     script = Path(__file__).parents[2] / "examples" / "demo.yaml"
-    async with converse(
-        tools=demo_registry(), sources=demo_sources, model=script,
-        migrations=script_location() / "demo", org_id="dev-org",
-    ) as chat:  # fmt: skip
-        await seed_demo(chat.store, "dev-org")
+    async with converse(toolsets=[demo.toolset()], model=script, org_id="dev-org") as chat:
+        await demo.seed_demo(chat.store, "dev-org")
         planned = await chat.send("Plan an intro workout for Sam Rivera")
         undone = await chat.undo("toolu_create_workout")
         deleting = await chat.send("Delete the Engine builder workout")

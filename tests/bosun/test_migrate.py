@@ -15,16 +15,19 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from bosun.migrate import alembic_config, upgrade
+from bosun_demo import seed_demo
+from bosun_demo import toolset as demo_toolset
 from store import Store, metadata
 from store._models import JSONData, UTCDateTime, utcnow
-from tools.demo import seed_demo
 
 DEMO_TABLES = {"class_sessions", "members", "programs", "tasks", "workouts"}
 
 
 def head(branch: str) -> str:
     """The newest revision of a branch (``core``, ``demo``)."""
-    revision = ScriptDirectory.from_config(alembic_config()).get_revision(f"{branch}@head")
+    revision = ScriptDirectory.from_config(alembic_config(toolsets=[demo_toolset()])).get_revision(
+        f"{branch}@head"
+    )
     assert revision is not None
     return revision.revision
 
@@ -46,7 +49,7 @@ async def schema(store: Store) -> tuple[set[str], list[str]]:
 async def test_concurrent_upgrades_of_one_database_all_succeed(postgres_url: str) -> None:
     stores = [Store(postgres_url) for _ in range(4)]
     try:
-        await asyncio.gather(*(upgrade(store, demo=True) for store in stores))
+        await asyncio.gather(*(upgrade(store, toolsets=[demo_toolset()]) for store in stores))
         _, versions = await schema(stores[0])
     finally:
         for store in stores:
@@ -106,9 +109,9 @@ async def _rows_at_0006(store: Store) -> str:
 async def test_0007_keys_tool_executions_by_turn_and_keeps_their_rows(db_url: str) -> None:
     store = Store(db_url)
     try:
-        await upgrade(store, "0006", demo=False)
+        await upgrade(store, "0006")
         session_id = await _rows_at_0006(store)
-        await upgrade(store, "0007", demo=False)
+        await upgrade(store, "0007")
         async with store.db.read() as conn:
             key, indexes = await conn.run_sync(
                 lambda c: (
@@ -116,7 +119,7 @@ async def test_0007_keys_tool_executions_by_turn_and_keeps_their_rows(db_url: st
                     {i["name"] for i in sa.inspect(c).get_indexes("tool_executions")},
                 )
             )
-        await upgrade(store, demo=False)  # today's code reads its rows at today's schema
+        await upgrade(store)  # today's code reads its rows at today's schema
         executions = store.tool_executions
         created = await executions.get("toolu_create", turn_id="turn_1")
         target = await executions.undo_target("toolu_create", session_id=session_id)
@@ -166,14 +169,14 @@ async def test_the_demo_tables_come_with_the_demo_only(db_url: str) -> None:
     table; turning the demo on adds them at the next migration, and off again keeps them."""
     store = Store(db_url)
     try:
-        await upgrade(store, demo=False)
-        await upgrade(store, demo=False)
+        await upgrade(store)
+        await upgrade(store)
         off = await schema(store)
         async with store.db.read() as conn:
             missing = await conn.run_sync(_differences)
-        await upgrade(store, demo=True)
+        await upgrade(store, toolsets=[demo_toolset()])
         on = await schema(store)
-        await upgrade(store, demo=False)
+        await upgrade(store)
         off_again = await schema(store)
     finally:
         await store.close()
@@ -192,14 +195,16 @@ async def test_a_database_from_before_the_demo_branch_keeps_its_demo_rows(db_url
     the demo off, then on, and keeps every row."""
     store = Store(db_url)
     try:
-        await upgrade(store, demo=True)  # demo_0001 is the old 0003's DDL for these tables
+        await upgrade(
+            store, toolsets=[demo_toolset()]
+        )  # demo_0001 is the old 0003's DDL for these tables
         async with store.db.write() as conn:
             await conn.execute(text("DELETE FROM alembic_version WHERE version_num LIKE 'demo%'"))
         await seed_demo(store, "acme")
         before = await schema(store)
-        await upgrade(store, demo=False)
+        await upgrade(store)
         off = await schema(store)
-        await upgrade(store, demo=True)
+        await upgrade(store, toolsets=[demo_toolset()])
         on = await schema(store)
         async with store.db.read() as conn:
             members = await conn.scalar(text("SELECT count(*) FROM members"))

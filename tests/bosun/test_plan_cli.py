@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DEMO
+
 ROOT = Path(__file__).resolve().parents[2]
 BOSUN = [sys.executable, "-m", "bosun.cli"]
 
@@ -18,6 +20,7 @@ BOSUN = [sys.executable, "-m", "bosun.cli"]
 def env(tmp_path: Path) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("BOSUN_")}
     clean["BOSUN_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'never-created.db'}"
+    clean["BOSUN_TOOLSETS"] = f'["{DEMO}"]'  # plans against the demo studio's tools
     return clean
 
 

@@ -255,3 +255,16 @@ def test_stdio_mcp_servers_are_off_unless_programs_are_listed(
     assert old_off.stdio_commands == []
     with pytest.raises(ValidationError, match=r"replaced by mcp\.stdio_commands"):
         Settings()
+
+
+def test_toolsets_default_to_none_and_demo_is_a_deprecated_alias(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BOSUN_TOOLSETS", '["acme_notes:toolset", "demo"]')
+    from_env = Settings()
+    monkeypatch.delenv("BOSUN_TOOLSETS")
+
+    assert Settings().toolset_names() == []  # no toolset configured: no tools at all
+    assert from_env.toolset_names() == ["acme_notes:toolset", "demo"]
+    assert Settings(demo=True).toolset_names() == ["demo"]
+    assert Settings(demo=True, toolsets=["x:y", "demo"]).toolset_names() == ["x:y", "demo"]

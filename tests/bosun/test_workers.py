@@ -25,7 +25,7 @@ import pytest
 from httpx_sse import connect_sse
 
 from bosun.settings import DEV_JWT_SECRET
-from conftest import free_port
+from conftest import DEMO, free_port
 from helpers import shown_answer
 from stream import TokenConfig, mint_token
 
@@ -62,6 +62,7 @@ def workers(postgres_url: str, tmp_path: Path) -> Iterator[tuple[list[str], list
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOSUN_")}
     env |= {"BOSUN_DATABASE_URL": postgres_url, "BOSUN_WORKERS__LEASE_S": str(LEASE_S)}
+    env["BOSUN_TOOLSETS"] = f'["{DEMO}"]'  # migrated here, loaded (and seeded) by the workers
     migrate = subprocess.run([*BOSUN, "migrate"], env=env, cwd=tmp_path, capture_output=True,
                              text=True, timeout=60, check=False)  # fmt: skip
     assert migrate.returncode == 0, migrate.stderr

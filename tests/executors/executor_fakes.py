@@ -10,6 +10,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
+from bosun_demo import demo_registry
 from context import TokenCounter
 from events import ContextBudget, Event, StepCompleted
 from executors import ExecutorKit, ExecutorLimits, TurnScope
@@ -25,7 +26,6 @@ from tools import (
     ToolRunner,
     UserRole,
 )
-from tools.demo import demo_registry
 
 Behaviour = Callable[[dict[str, Any]], Any]
 Turn = Reply | Callable[[ModelRequest], Awaitable[Reply]] | Callable[[ModelRequest], Reply]

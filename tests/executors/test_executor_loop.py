@@ -8,6 +8,7 @@ from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
+from bosun_demo import demo_registry
 from context import EXECUTOR_BUDGET, prefix_ratio
 from events import (
     ContextBudget,
@@ -26,7 +27,6 @@ from executors._state import CallModel, Finish, StepEnv, StepState, WrapUp, next
 from planner import Plan, PlannedStep
 from providers import Reply, TokenUsage, ToolCall
 from tools import ToolError
-from tools.demo import demo_registry
 
 SAM = {"id": "mem_1", "name": "Sam Rivera", "status": "active"}
 

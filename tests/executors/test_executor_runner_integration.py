@@ -7,6 +7,7 @@ import json
 import re
 import uuid
 
+from bosun_demo import demo_registry, seed_demo
 from events import ConfirmationPending, Event, ToolCompleted
 from executor_fakes import counter, per_goal, scope
 from executors import ExecutorKit, Suspended, pending_events, run_step
@@ -14,7 +15,6 @@ from planner import PlannedStep
 from providers import ModelRequest, Reply, ToolCall, ToolResult
 from store import Store
 from tools import ToolRunner
-from tools.demo import demo_registry, seed_demo
 
 GOAL = "Log a tempo run for Sam Rivera, then cancel the 7am class"
 

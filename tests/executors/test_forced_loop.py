@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from bosun_demo import demo_registry
 from context import EXECUTOR_BUDGET
 from events import Event, QuestionPending, TextDelta, event_data, parse_event
 from executor_fakes import FakeRunner, kit, per_goal, scope
@@ -34,7 +35,6 @@ from tools import (
     ToolOutcome,
     communication_tools,
 )
-from tools.demo import demo_registry
 
 GOAL = "Give me a quick chest workout"
 LIST = ToolCall(id="t1", name="programs_list", input={})

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from structlog.testing import capture_logs
 
+from bosun_demo import demo_registry
 from context import EXECUTOR_BUDGET
 from events import Event, ReplayViolation, TextDelta
 from executor_fakes import FakeRunner, counter, kit, scope
@@ -17,7 +18,6 @@ from executors._prompt import build_prompt
 from executors._replay import synthetic_result
 from executors._state import Finish, StepEnv, StepState
 from providers import FunctionModel, Message, ModelRequest, Reply, TextPart, ToolCall, ToolResult
-from tools.demo import demo_registry
 
 SEARCH = ToolCall(id="t1", name="members_search", input={"query": "Sam"})
 GET = ToolCall(id="t2", name="members_get", input={"member_id": "mem_1"})

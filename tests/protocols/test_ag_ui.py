@@ -18,10 +18,10 @@ from ag_ui.core import Event
 from pydantic import TypeAdapter
 from sqlalchemy import select
 
+from bosun_demo import seed_demo, seed_id
+from bosun_demo._tables import ProgramRow, WorkoutRow
 from conftest import Server, ServerFactory
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, ToolCall, ToolResult
-from tools.demo import seed_demo, seed_id
-from tools.demo._tables import ProgramRow, WorkoutRow
 from turn import TurnModels
 
 ORG = "acme"

@@ -16,12 +16,12 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from bosun_demo import seed_demo, seed_id
+from bosun_demo._tables import WorkoutRow
 from conftest import Server, ServerFactory
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, ToolCall
 from store import StoredEvent
 from stream._ai_sdk import _Writer
-from tools.demo import seed_demo, seed_id
-from tools.demo._tables import WorkoutRow
 from turn import TurnModels
 
 ORG = "acme"

@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from bosun_demo import seed_demo
+from bosun_demo._tables import MemberRow
 from conftest import ServerFactory
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest, Reply
-from tools.demo import seed_demo
-from tools.demo._tables import MemberRow
 from turn import TurnModels
 
 TRAINER: dict[str, Any] = {"handle": "trainer", "name": "Trainer", "tools": ["members.*"]}

@@ -10,12 +10,12 @@ import httpx
 from sqlalchemy import func, select
 
 from bosun.settings import Settings
-from conftest import JWT_SECRET, Server, ServerFactory
+from bosun_demo import seed_demo
+from bosun_demo._tables import WorkoutRow
+from conftest import DEMO, JWT_SECRET, Server, ServerFactory
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, ToolCall
 from store import Store
-from tools.demo import seed_demo
-from tools.demo._tables import WorkoutRow
 from turn import TurnModels
 
 COACH: dict[str, Any] = {
@@ -78,6 +78,7 @@ async def test_updates_are_new_versions_and_deletion_keeps_them(make_server: Ser
 
 async def test_the_server_policy_refuses_profiles_whole(db_url: str) -> None:
     settings = Settings(
+        toolsets=[DEMO],
         database_url=db_url,
         jwt_secret=JWT_SECRET,  # type: ignore[arg-type]
         executor={"block_tools": ["workouts.delete"]},  # type: ignore[arg-type]
@@ -199,6 +200,7 @@ async def test_a_paused_agent_takes_no_turns_and_an_unknown_one_is_404(
 
 async def test_always_allowed_tools_join_every_profiles_grant(db_url: str) -> None:
     settings = Settings(
+        toolsets=[DEMO],
         database_url=db_url,
         jwt_secret=JWT_SECRET,  # type: ignore[arg-type]
         agents={"always_allowed": ["programs.list"]},  # type: ignore[arg-type]

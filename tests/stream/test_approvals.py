@@ -14,15 +14,15 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
+from bosun_demo import demo_registry, seed_demo
+from bosun_demo._seed import seed_id
+from bosun_demo._tables import WorkoutRow
 from conftest import Server, ServerFactory
 from events import parse_event
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import Store
 from tools import Capabilities, ToolRegistry
-from tools.demo import demo_registry, seed_demo
-from tools.demo._seed import seed_id
-from tools.demo._tables import WorkoutRow
 from turn import TurnModels
 
 CLEANER: dict[str, Any] = {

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from bosun.settings import Settings
-from conftest import JWT_SECRET, Server
+from bosun_demo import seed_demo
+from conftest import DEMO, JWT_SECRET, Server
 from helpers import Frame, stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage, ToolCall
-from tools.demo import seed_demo
 from turn import TurnModels
 
 TRAINER_BUDGETS = {"executor": {"tools": 2_000}}
@@ -95,6 +95,7 @@ def make_server(db_url: str) -> TrainerServer:
     def factory(models: TurnModels) -> Server:
         limits = {"requests_per_minute": 0, "tokens_per_minute": 0}
         settings = Settings(
+            toolsets=[DEMO],
             database_url=db_url, jwt_secret=JWT_SECRET, budgets=TRAINER_BUDGETS,
             limits=limits,  # type: ignore[arg-type]
         )  # fmt: skip

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bosun_demo import seed_demo
 from conftest import ServerFactory
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage
-from tools.demo import seed_demo
 from turn import TurnModels
 
 MODEL = "claude-haiku-4-5"  # a priced model, so costs are not 0

@@ -12,10 +12,10 @@ from sqlalchemy import insert, select, text
 
 from bosun.settings import Settings
 from bosun.wiring import build_models
+from bosun_demo import seed_demo, seed_id
+from bosun_demo._tables import WorkoutRow
 from conftest import Server, ServerFactory
 from helpers import Frame, stream_post, stream_turn, types
-from tools.demo import seed_demo, seed_id
-from tools.demo._tables import WorkoutRow
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
 ORG = "dev-org"  # the script names its seeded records

@@ -21,7 +21,8 @@ from structlog.testing import capture_logs
 
 from bosun.settings import Settings
 from bosun.wiring import build_models
-from conftest import JWT_SECRET, Server, ServerFactory
+from bosun_demo import demo_registry, seed_demo, seed_id
+from conftest import DEMO, JWT_SECRET, Server, ServerFactory
 from events import (
     Event,
     PlanCreated,
@@ -37,7 +38,6 @@ from providers import ScriptedModel
 from providers._anthropic import AnthropicModel
 from providers.fake import FakeProvider, FakeServer, anthropic_error, json_exchange
 from store import Store, StoredEvent
-from tools.demo import demo_registry, seed_demo, seed_id
 from turn import TurnKit, TurnModels, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver
@@ -97,6 +97,7 @@ async def anthropic_server(db_url: str, fake: FakeServer) -> AsyncIterator[Serve
     """The app as ``make serve`` runs it with a key: the demo toolset, every role on
     Anthropic (here the local fake), no SDK retries so the test stays quick."""
     settings = Settings(
+        toolsets=[DEMO],
         database_url=db_url,
         jwt_secret=JWT_SECRET,
         models={"default": "anthropic:claude-haiku-4-5"},  # type: ignore[arg-type]
@@ -107,7 +108,7 @@ async def anthropic_server(db_url: str, fake: FakeServer) -> AsyncIterator[Serve
         },
         limits={"requests_per_minute": 0, "tokens_per_minute": 0},  # type: ignore[arg-type]
     )
-    assert settings.demo  # the default: the demo toolset is on
+    assert settings.toolset_names() == [DEMO]  # as `make serve` loads it
     models = build_models(settings)
     async with Server(settings, models) as server:
         yield server

@@ -9,10 +9,10 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bosun_demo import seed_demo
 from conftest import Server, ServerFactory
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest, Reply, ToolCall, ToolResult
-from tools.demo import seed_demo
 from turn import TurnModels
 
 TRAINER: dict[str, Any] = {

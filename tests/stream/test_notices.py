@@ -25,8 +25,8 @@ from test_agent_costs import run as spend_run
 from test_approvals import CLEANER, models, run_to_end
 
 from bosun.settings import Settings
-from conftest import JWT_SECRET, OPEN_EGRESS, Server, free_port
-from tools.demo import seed_demo
+from bosun_demo import seed_demo
+from conftest import DEMO, JWT_SECRET, OPEN_EGRESS, Server, free_port
 from turn import TurnModels
 
 OWNER = {"role": "owner"}
@@ -73,6 +73,7 @@ def receiver(statuses: list[int]) -> Iterator[Receiver]:
 
 def settings_for(db_url: str, retry_s: list[float]) -> Settings:
     return Settings(
+        toolsets=[DEMO],
         database_url=db_url,
         jwt_secret=JWT_SECRET,  # type: ignore[arg-type]
         secrets_key=Fernet.generate_key().decode(),  # type: ignore[arg-type]

@@ -21,10 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bosun.log import SCRUBBED, configure_logging
 from bosun.settings import Settings
-from conftest import JWT_SECRET, Server, ServerFactory
+from bosun_demo import seed_demo
+from conftest import DEMO, JWT_SECRET, Server, ServerFactory
 from helpers import Frame, stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage, ToolCall
-from tools.demo import seed_demo
 from turn import TurnModels
 from turn._observe import METRICS, Metrics, reset
 
@@ -303,6 +303,7 @@ def missing(scraped: Samples, expected: list[tuple[str, dict[str, str], float]])
 
 async def test_metrics_count_turns_tokens_cost_and_tools(db_url: str, logs: Logs) -> None:
     settings = Settings(
+        toolsets=[DEMO],
         database_url=db_url,
         jwt_secret=JWT_SECRET,
         metrics=True,

@@ -6,10 +6,10 @@ import json
 
 from sqlalchemy import text
 
+from bosun_demo import seed_demo
 from conftest import ServerFactory
 from helpers import stream_turn
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage
-from tools.demo import seed_demo
 from turn import TurnModels
 
 COMPLEX = {

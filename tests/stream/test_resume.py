@@ -12,11 +12,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from bosun_demo import seed_demo, seed_id
+from bosun_demo._tables import ProgramRow, WorkoutRow
 from conftest import Server, ServerFactory
 from helpers import Frame, stream_post, stream_turn, types
 from providers import ScriptedModel, ToolResult
-from tools.demo import seed_demo, seed_id
-from tools.demo._tables import ProgramRow, WorkoutRow
 from turn import TurnModels
 
 ORG = "acme"

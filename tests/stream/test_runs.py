@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 
+from bosun_demo import seed_demo
 from conftest import Server, ServerFactory
 from fleet import fair_order
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import RunRecord
-from tools.demo import seed_demo
 from turn import TurnModels
 
 AGENT: dict[str, Any] = {

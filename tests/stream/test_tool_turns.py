@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bosun_demo import seed_demo
 from conftest import ServerFactory
 from helpers import stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage, ToolCall
-from tools.demo import seed_demo
 from turn import TurnModels
 
 

@@ -15,7 +15,7 @@ from cryptography.fernet import Fernet
 from standardwebhooks.webhooks import Webhook
 
 from bosun.settings import Settings
-from conftest import JWT_SECRET, Server, ServerFactory
+from conftest import DEMO, JWT_SECRET, Server, ServerFactory
 from providers import FunctionModel, ModelRequest, Reply
 from turn import TurnModels
 
@@ -55,6 +55,7 @@ async def until_a_run(server: Server) -> None:
 
 async def test_a_schedule_fires_one_run_per_tick_across_two_workers(db_url: str) -> None:
     settings = Settings(
+        toolsets=[DEMO],
         database_url=db_url,
         jwt_secret=JWT_SECRET,  # type: ignore[arg-type]
         limits={"requests_per_minute": 0, "tokens_per_minute": 0},  # type: ignore[arg-type]

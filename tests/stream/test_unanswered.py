@@ -16,12 +16,12 @@ from typing import Any
 from sqlalchemy import select
 
 from bosun.settings import Settings
-from conftest import JWT_SECRET, Server
+from bosun_demo import demo_registry, seed_demo, seed_id
+from bosun_demo._tables import WorkoutRow
+from conftest import DEMO, JWT_SECRET, Server
 from helpers import Frame, stream_post, stream_turn, types
 from providers import ScriptedModel
 from store import Store
-from tools.demo import demo_registry, seed_demo, seed_id
-from tools.demo._tables import WorkoutRow
 from turn import TurnKit, TurnModels, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver
@@ -52,6 +52,7 @@ def script() -> list[dict[str, Any]]:
 
 def server(db_url: str, *, ttl_s: float, lease_s: float = 1.0) -> Server:
     settings = Settings(
+        toolsets=[DEMO],
         database_url=db_url,
         jwt_secret=JWT_SECRET,
         limits={"requests_per_minute": 0, "tokens_per_minute": 0, "pending_ttl_s": ttl_s},  # type: ignore[arg-type]

@@ -12,14 +12,14 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 
+from bosun_demo import seed_demo
+from bosun_demo._tables import WorkoutRow
 from conftest import Server, ServerFactory
 from helpers import Frame, stream_turn, types
 from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, ToolCall
 from store import Store
 from store._models import AuditLogRow
 from tools import ToolContext, ToolRegistry
-from tools.demo import seed_demo
-from tools.demo._tables import WorkoutRow
 from turn import TurnKit, TurnModels, TurnRoleModels, TurnRunner
 
 

@@ -45,6 +45,9 @@ from pydantic_core import to_jsonable_python
 from sqlalchemy import select
 
 from bosun.migrate import upgrade
+from bosun_demo import demo_registry, seed_demo
+from bosun_demo import toolset as demo_toolset
+from bosun_demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 from context import TokenCounter
 from events import Event
 from executors import ExecutorKit, ExecutorLimits, TurnScope, run_step
@@ -62,8 +65,6 @@ from tools import (
     ToolRunner,
     UserRole,
 )
-from tools.demo import demo_registry, seed_demo
-from tools.demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 
 DEMO = demo_registry()
 BY_ANY_NAME = {t.name: t for t in DEMO} | {t.wire_name: t for t in DEMO}
@@ -418,7 +419,7 @@ async def _tables(store: Store) -> dict[str, dict[str, dict[str, Any]]]:
 async def _build_template(path: Path) -> Template:
     store = Store(f"sqlite+aiosqlite:///{path}")
     try:
-        await upgrade(store, demo=True)
+        await upgrade(store, toolsets=[demo_toolset()])
         await seed_demo(store, ORG)
         await store.sessions.create(org_id=ORG, user_id="ada", session_id=SESSION_ID, title=None)
         tables = await _tables(store)

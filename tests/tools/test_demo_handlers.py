@@ -13,11 +13,11 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import select
 
+from bosun_demo import demo_registry, seed_demo
+from bosun_demo._tables import ProgramRow, WorkoutRow
 from store import Store
 from store._models import AuditLogRow, utcnow
 from tools import ToolContext, ToolError
-from tools.demo import demo_registry, seed_demo
-from tools.demo._tables import ProgramRow, WorkoutRow
 
 REGISTRY = demo_registry()
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from tools.demo import demo_registry
+from bosun_demo import demo_registry
 
 STAFF = frozenset({"owner", "staff"})
 EVERYONE = frozenset({"owner", "staff", "member"})

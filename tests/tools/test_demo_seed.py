@@ -7,10 +7,10 @@ from datetime import UTC, date, datetime
 
 from sqlalchemy import func, select
 
+from bosun_demo import seed_demo
+from bosun_demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 from store import Store
 from store._models import OrgRow
-from tools.demo import seed_demo
-from tools.demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 
 NOW = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 TABLES = (MemberRow, ProgramRow, WorkoutRow, ClassSessionRow, TaskRow)

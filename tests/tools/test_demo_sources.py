@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from bosun_demo import demo_registry, profile, recent_activity, schedule, seed_demo
 from store import Store
 from tools import ToolContext
-from tools.demo import demo_registry, profile, recent_activity, schedule, seed_demo
 
 NOW = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 

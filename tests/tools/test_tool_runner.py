@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 from structlog.testing import capture_logs
 
+from bosun_demo import demo_registry, seed_demo
+from bosun_demo._tables import WorkoutRow
 from store import Store
 from store._models import AuditLogRow
 from tools import (
@@ -37,8 +39,6 @@ from tools import (
     UserRole,
 )
 from tools._runner import MAX_RESULT_CHARS
-from tools.demo import demo_registry, seed_demo
-from tools.demo._tables import WorkoutRow
 
 DEMO = demo_registry()
 EDGE = ToolRegistry()

@@ -12,6 +12,8 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import select
 
+from bosun_demo import demo_registry
+from bosun_demo._tables import WorkoutRow
 from events import AgentMessage, ArtifactSaved
 from store import Store
 from tools import (
@@ -23,8 +25,6 @@ from tools import (
     create_artifact,
     register_artifact_type,
 )
-from tools.demo import demo_registry
-from tools.demo._tables import WorkoutRow
 
 
 def exercise(name: str, kind: str = "reps", **fields: Any) -> dict[str, Any]:

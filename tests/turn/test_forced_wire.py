@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bosun_demo import demo_registry, seed_demo
 from events import SessionStarted, UserMessage
 from fleet._directory import forced_kit
 from providers import TokenUsage, ToolCall
@@ -19,7 +20,6 @@ from providers._config import ProviderConfig
 from providers._fake_anthropic import anthropic_reply
 from providers._fake_server import FakeProvider, FakeServer
 from store import Store
-from tools.demo import demo_registry, seed_demo
 from turn import Turn, TurnKit, run_turn
 
 ORG = "acme"

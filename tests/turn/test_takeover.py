@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
+from bosun_demo import demo_registry, seed_demo
+from bosun_demo._tables import WorkoutRow
 from context import answer_text, conversation
 from events import (
     Event,
@@ -35,8 +37,6 @@ from events import (
 from providers import Message, ScriptedModel, ToolResult
 from store import StaleOwnerError, Store, StoredEvent, UsageRecord
 from tools import ToolCallRequest, ToolContext, ToolRunner
-from tools.demo import demo_registry, seed_demo
-from tools.demo._tables import WorkoutRow
 from turn import TurnKit, TurnModels, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver

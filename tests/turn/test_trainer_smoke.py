@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bosun.demo import demo_sources
+from bosun_demo import demo_registry, demo_sources, seed_demo
+from bosun_demo._seed import seed_id
 from events import SessionStarted, UserMessage
 from fleet import Agent, AgentDirectory, AgentProfile, default_policy, default_profile
 from providers import TokenUsage, ToolCall
@@ -27,8 +28,6 @@ from providers._fake_anthropic import SSE_HEADERS
 from providers._fake_server import Exchange
 from providers.fake import FakeProvider, FakeServer, PromptCache, anthropic_reply
 from store import Store
-from tools.demo import demo_registry, seed_demo
-from tools.demo._seed import seed_id
 from turn import Turn, TurnKit, run_turn
 
 ORG = "acme"

@@ -7,11 +7,11 @@ import asyncio
 import json
 import uuid
 
+from bosun_demo import demo_registry, seed_demo
 from events import SessionStarted, UserMessage
 from executors import StepShare
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import Store
-from tools.demo import demo_registry, seed_demo
 from turn import Turn, TurnKit, run_turn
 
 ORG = "acme"

@@ -20,15 +20,15 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from bosun.settings import DEV_JWT_SECRET
+from bosun_demo import seed_id
 from bosun_web import Bosun, serve
 from stream import TokenConfig, mint_token
-from tools.demo import seed_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 DESKTOP: ViewportSize = {"width": 1280, "height": 900}  # conftest's
 
-ORG = "dev-org"  # `serve --dev` seeds its demo data (tools.demo.seed_demo) at start-up
+ORG = "dev-org"  # `serve --dev` seeds its demo data (bosun_demo.seed_demo) at start-up
 WORKOUT, OTHER = seed_id(ORG, "wo", 0), seed_id(ORG, "wo", 1)
 TASK, OTHER_TASK = "Tidy the old workouts", "Tidy the tempo workout"
 GOAL = f"Delete the old workout ({WORKOUT})"

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from playwright.async_api import Locator, Page, expect
 
+from bosun_demo import seed_id
 from bosun_web import Bosun, serve
-from tools.demo import seed_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,6 +1,6 @@
 """Wiring of the demo toolset: its tools and its context sources, over one store.
 
-The fetchers live with the demo domain (``tools.demo``); the context layer cannot import
+The fetchers live with the demo domain (``bosun_demo``); the context layer cannot import
 tools, so the composition root wraps them as named ``context.Source``s here.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bosun_demo._sources import member_profile, profile, recent_activity, schedule
 from context import Source, SourceRegistry, SourceRequest
 from store import Store
-from tools.demo import member_profile, profile, recent_activity, schedule
 
 SOURCE_DESCRIPTIONS = {
     "profile": "who is asking: the user, their role, the org and its size",

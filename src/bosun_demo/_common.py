@@ -9,11 +9,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bosun_demo._models import Workout
+from bosun_demo._tables import MemberRow, ProgramRow, WorkoutRow
 from store import OrgRow, utcnow
-from tools._registry import UserRole
-from tools._runtime import ToolError
-from tools.demo._models import Workout
-from tools.demo._tables import MemberRow, ProgramRow, WorkoutRow
+from tools import ToolError, UserRole
 
 # Staff run the studio; a member (a client of the studio) may only read the catalogue.
 STAFF: frozenset[UserRole] = frozenset({"owner", "staff"})

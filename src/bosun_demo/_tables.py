@@ -1,9 +1,10 @@
 """Tables of the demo domain (a fitness studio) that the demo toolset reads and writes.
 
 They are declared on the store's ``Base`` (its metadata, so alembic's autogenerate sees
-them) but created only by the demo's own migration branch (``migrations/demo``), which
-Bosun applies when the demo is enabled. Every row carries ``org_id`` and every query of
-the demo tools filters on it: one org never sees another's rows. Ids are short prefixed
+them) but created only by the demo's own migration branch (``bosun_demo/migrations``),
+which ``bosun migrate`` applies when the demo toolset is loaded. Every row carries
+``org_id`` and every query of the demo tools filters on it: one org never sees another's
+rows. Ids are short prefixed
 strings (``mem_…``, ``wo_…``) because models read and repeat them.
 """
 

@@ -13,13 +13,9 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from store import ArtifactRecord, utcnow
-from tools._artifacts import create_artifact, register_artifact_type, revise_artifact
-from tools._registry import ToolRegistry
-from tools._runtime import ToolContext, ToolError, record_audit
-from tools.demo._common import ensure_org, new_id
-from tools.demo._tables import WorkoutRow
-from tools.demo._trainer_models import (
+from bosun_demo._common import ensure_org, new_id
+from bosun_demo._tables import WorkoutRow
+from bosun_demo._trainer_models import (
     Adjusted,
     AdjustIn,
     Exercise,
@@ -33,6 +29,16 @@ from tools.demo._trainer_models import (
     SwapIn,
     Swapped,
     WorkoutPayload,
+)
+from store import ArtifactRecord, utcnow
+from tools import (
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    create_artifact,
+    record_audit,
+    register_artifact_type,
+    revise_artifact,
 )
 
 WORKOUT = register_artifact_type("workout", WorkoutPayload, schema_version="1")

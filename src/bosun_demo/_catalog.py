@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import and_, func, or_, select, update
 
-from store import utcnow
-from tools._registry import ToolRegistry
-from tools._runtime import ToolContext, ToolError, record_audit
-from tools.demo._common import (
+from bosun_demo._common import (
     MEMBER_HINT,
     PROGRAM_HINT,
     STAFF,
@@ -15,7 +12,7 @@ from tools.demo._common import (
     not_found,
     workout_of,
 )
-from tools.demo._models import (
+from bosun_demo._models import (
     MemberDetail,
     MemberGet,
     MemberMatches,
@@ -27,7 +24,9 @@ from tools.demo._models import (
     ProgramsPublish,
     ProgramsPublished,
 )
-from tools.demo._tables import MemberRow, ProgramRow, WorkoutRow
+from bosun_demo._tables import MemberRow, ProgramRow, WorkoutRow
+from store import utcnow
+from tools import ToolContext, ToolError, ToolRegistry, record_audit
 
 toolset = ToolRegistry()
 

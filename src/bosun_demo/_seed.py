@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bosun_demo._common import ensure_org
+from bosun_demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 from store import OrgRow, Store, utcnow
-from tools.demo._common import ensure_org
-from tools.demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 
 # first, last, status, phone, notes
 MEMBERS = (

@@ -3,10 +3,16 @@ tools and the artifact tools they deliver with (``message.notify_user``, ``artif
 
 from __future__ import annotations
 
-from tools._notify_user import GET_ARTIFACT, NOTIFY_USER
-from tools._registry import ToolDef, ToolRegistry
-from tools.demo import _calendar, _catalog, _trainer, _workouts
-from tools.demo._models import Picked, PickRequest
+from pathlib import Path
+
+from bosun.tools import Toolset
+from bosun_demo import _calendar, _catalog, _trainer, _workouts
+from bosun_demo._models import Picked, PickRequest
+from bosun_demo._seed import seed_demo
+from bosun_demo._wiring import demo_sources
+from tools import GET_ARTIFACT, NOTIFY_USER, ToolDef, ToolRegistry
+
+MIGRATIONS = Path(__file__).parent / "migrations"
 
 ASK_USER_TO_PICK = ToolDef(
     name="ui.ask_user_to_pick",
@@ -32,3 +38,16 @@ def demo_registry() -> ToolRegistry:
     )  # fmt: skip
     registry.validate()
     return registry
+
+
+def toolset() -> Toolset:
+    """The demo as a toolset (the ``demo`` entry point): a fresh registry on each load."""
+    return Toolset(
+        name="demo",
+        tools=demo_registry(),
+        sources=demo_sources,
+        artifact_types=(_trainer.WORKOUT,),
+        migrations=MIGRATIONS,
+        seed=seed_demo,
+        description="a small fitness studio: members, programs, workouts, classes, tasks",
+    )

@@ -6,10 +6,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
-from store import utcnow
-from tools._registry import Inverse, ToolRegistry
-from tools._runtime import ToolContext, ToolError, record_audit
-from tools.demo._common import (
+from bosun_demo._common import (
     STAFF,
     WORKOUT_COLUMNS,
     WORKOUT_HINT,
@@ -18,8 +15,10 @@ from tools.demo._common import (
     not_found,
     workout_of,
 )
-from tools.demo._models import Workout, WorkoutCreate, WorkoutDeleted, WorkoutRef, WorkoutUpdate
-from tools.demo._tables import WorkoutRow
+from bosun_demo._models import Workout, WorkoutCreate, WorkoutDeleted, WorkoutRef, WorkoutUpdate
+from bosun_demo._tables import WorkoutRow
+from store import utcnow
+from tools import Inverse, ToolContext, ToolError, ToolRegistry, record_audit
 
 toolset = ToolRegistry()
 

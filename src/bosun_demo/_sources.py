@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import Select, func, select
 
+from bosun_demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 from store import OrgRow, Store, utcnow
-from tools._registry import UserRole
-from tools.demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
+from tools import UserRole
 
 MAX_DAYS = 60
 MAX_LIMIT = 100

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from sqlalchemy import delete, insert, select, update
 
-from store import utcnow
-from tools._registry import Inverse, ToolRegistry
-from tools._runtime import ToolContext, ToolError, record_audit
-from tools.demo._common import SESSION_HINT, STAFF, TASK_HINT, new_id, not_found
-from tools.demo._models import (
+from bosun_demo._common import SESSION_HINT, STAFF, TASK_HINT, new_id, not_found
+from bosun_demo._models import (
     ClassSession,
     SessionCancel,
     SessionSchedule,
@@ -23,7 +20,9 @@ from tools.demo._models import (
     TaskRef,
     Tasks,
 )
-from tools.demo._tables import ClassSessionRow, TaskRow
+from bosun_demo._tables import ClassSessionRow, TaskRow
+from store import utcnow
+from tools import Inverse, ToolContext, ToolError, ToolRegistry, record_audit
 
 toolset = ToolRegistry()
 
