@@ -199,7 +199,11 @@ class Server:
     def __init__(self, settings: Settings, models: TurnModels) -> None:
         self.settings = settings
         self.app = build_app(settings, models=models)
-        self.port = free_port()
+        # The socket is bound here and handed to uvicorn, so no other test (another
+        # xdist worker) can take the port between choosing it and serving on it.
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
             self.app, host="127.0.0.1", port=self.port, log_config=None, lifespan="on"
@@ -212,7 +216,7 @@ class Server:
 
     async def __aenter__(self) -> Server:
         await migrate(self.settings.database_url)
-        self._task = asyncio.create_task(self._server.serve())
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
         while not self._server.started:
             if self._task.done():
                 self._task.result()
@@ -223,7 +227,10 @@ class Server:
         await self.client.aclose()
         self._server.should_exit = True
         assert self._task is not None
-        await self._task
+        try:
+            await self._task
+        finally:
+            self._socket.close()
 
     @property
     def store(self) -> Store:

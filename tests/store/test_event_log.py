@@ -144,6 +144,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "mcp_toolsets",
         "members",
         "notices",
+        "openapi_toolsets",
         "org_api_keys",
         "orgs",
         "programs",
