@@ -280,12 +280,3 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
         return Server(settings, models or TurnModels())
 
     yield factory
-
-
-SLOWEST_FIRST = ("test_schemathesis.py",)
-"""Modules that take a minute or more: started first, so that with ``-n`` (a module per
-worker) no worker is left running one of them alone at the end of the run."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in SLOWEST_FIRST)  # stable: else in order
