@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+import structlog
+
 from context import (
     PROFILE_SECTION,
     Budgets,
@@ -30,6 +32,8 @@ from providers import Model
 from store import StoredEvent
 from tools import Capabilities, ToolRegistry, UserRole
 from turn._metering import CapPolicy
+
+_log = structlog.get_logger("bosun.turn")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,16 +146,23 @@ async def plan_turn(
     log: Sequence[StoredEvent],
     scope: SourceScope | None = None,
 ) -> PlanOutcome:
-    """Plan ``text``; with a ``scope``, the planner sees the agent's user-data block."""
+    """Plan ``text``; with a ``scope``, the planner sees the agent's user-data block.
+
+    A provider failure gives the fallback plan (the turn still answers); a cap's refusal
+    (``BudgetExceededError``) is not a provider failure: it raises and ends the turn."""
     loaded = [load.describe() for load in loads_from_log(log)]
     planning = kit.planning(role, model)
     user = None
     if scope is not None:
         loader = kit.user_data_for(kit.budgets.planner, scope, kit.counter(model))
         user = await loader.load() if loader is not None else None
-    return await make_plan(
-        model, text, planning, history=view.messages, loaded=loaded, user_data=user
-    )
+    outcome = await make_plan(
+        model, text, planning, history=view.messages, loaded=loaded, user_data=user,
+        on_error="fallback",
+    )  # fmt: skip
+    if outcome.fallback_code is not None:  # the turn goes on: say so where operators look
+        _log.warning("planner.fallback", code=outcome.fallback_code, attempts=outcome.attempts)
+    return outcome
 
 
 async def load_picked_sources(

@@ -17,7 +17,7 @@ from fleet._directory import forced_kit
 from providers import TokenUsage, ToolCall
 from providers._anthropic import AnthropicModel
 from providers._config import ProviderConfig
-from providers._fake_anthropic import anthropic_reply
+from providers._fake_anthropic import anthropic_error, anthropic_reply
 from providers._fake_server import FakeProvider, FakeServer
 from store import Store
 from turn import Turn, TurnKit, run_turn
@@ -85,3 +85,33 @@ async def test_every_loop_request_forces_a_tool_on_the_wire(
     [created] = [e.data for e in log if e.type == "plan_created"]
     assert created["strategy"] == "tool" and "programs.list" in created["steps"][0]["tools"]
     assert json.dumps(created).count("agent.idle") == 1  # the loop's tools, once each
+
+
+async def test_a_planner_outage_still_runs_the_loop(store: Store, server: FakeServer) -> None:
+    """Trainer spec §12.3: the initializer's error does not stop the main agent."""
+    await seed_demo(store, ORG)
+    loop = [
+        ToolCall(id="toolu_1", name="message_notify_user", input={"message": "Hello!"}),
+        ToolCall(id="toolu_2", name="agent_idle", input={"reason": "answered"}),
+    ]
+    server.provider.enqueue(
+        anthropic_error(529), *(anthropic_reply(tool_calls=[call], usage=USAGE) for call in loop)
+    )
+    config = ProviderConfig(
+        anthropic_api_key="test-key", anthropic_base_url=server.url, max_retries=0
+    )
+    model = AnthropicModel("claude-haiku-4-5", config=config)
+    kit = forced_kit(TurnKit(tools=demo_registry()), max_iterations=10)
+    try:
+        turn = await start(store, model, planner=True)
+        status = await run_turn(store, turn, kit)
+    finally:
+        await model.aclose()
+
+    assert status == "completed" and server.provider.pending == 0
+    log = await store.log.read(turn.session_id)
+    [created] = [e.data for e in log if e.type == "plan_created"]
+    assert created["fallback"] == "planner failed: overloaded"
+    assert created["strategy"] == "tool" and "agent.idle" in created["steps"][0]["tools"]
+    assert "".join(e.data["delta"] for e in log if e.type == "text_delta") == "Hello!"
+    assert [e.data["status"] for e in log if e.type == "done"] == ["completed"]
