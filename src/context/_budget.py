@@ -94,11 +94,12 @@ def _role(role: ModelRole, **sections: int) -> RoleBudget:
     return RoleBudget(role, tuple(SectionBudget(name, tokens) for name, tokens in sections.items()))
 
 
-# The planner's system section holds its rules and the whole catalogue: one line per tool
-# (~15 tokens), so 2,000 tokens hold a 60-tool catalogue with summaries; past that tools
-# are listed by name, never dropped (the section grows if even the names do not fit).
+# The planner's system section holds its rules (~450 tokens) and the whole catalogue, one
+# line per tool (~25 tokens with the demo's summaries), so 3,000 tokens hold a 60- to
+# 90-tool catalogue with summaries; past that tools are listed by name, never dropped
+# (the section grows, reporting the overrun, if even the names do not fit).
 PLANNER_BUDGET = _role(
-    "planner", system=2_000, conversation=2_500, context=1_000, profile=300, buffer=400
+    "planner", system=3_000, conversation=2_500, context=1_000, profile=300, buffer=400
 )
 # The executor's tools are sent whole (a granted tool is never taken away): 3,000 tokens
 # hold the trainer agent's nine tools; more grow the section and report the overrun. The

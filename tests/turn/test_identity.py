@@ -165,7 +165,7 @@ async def test_an_over_long_identity_is_cut_and_the_cut_reported() -> None:
 
 
 async def test_the_planner_abbreviates_its_catalogue_to_make_room() -> None:
-    tools = {f"tool.{i}": f"tool.{i}: Does thing number {i} for the studio." for i in range(150)}
+    tools = {f"tool.{i}": f"tool.{i}: Does thing number {i} for the studio." for i in range(300)}
     catalogue = Catalogue(tools=tools, read_tools=[])
     model = FunctionModel(lambda _r: json.dumps(PLANS["simple"]), name="claude-haiku-4-5")
 
