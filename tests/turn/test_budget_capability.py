@@ -29,6 +29,7 @@ from providers._anthropic import AnthropicModel
 from providers._config import ProviderConfig
 from providers.fake import FakeProvider, FakeServer, anthropic_reply
 from store import Store
+from stream._budget import CallOut
 from tools import ToolContext, ToolRegistry
 from turn import Turn, TurnKit, run_turn
 
@@ -131,6 +132,7 @@ async def test_a_step_granted_12_tools_with_long_descriptions_gets_all_12(
     assert overrun["section"] == "tools" and overrun["tokens_before"] == tools_section["allocated"]
     assert overrun["tokens_after"] == tools_section["used"] > tools_section["allocated"]
     assert "12 granted tools are sent whole" in overrun["detail"]
+    assert CallOut.model_validate(report).cuts[0].action == "overrun"  # the budget route's shape
     table = render_table(await read_session_budget(store, session_id))  # what `bosun budget` prints
     assert "tools overrun" in table and "12 granted tools are sent whole" in table
 
