@@ -121,6 +121,7 @@ def _fresh_state(
         identity=kit.identity,
         instructions=FORCED_PROMPT if kit.forced else EXECUTOR_PROMPT,
         user_data=user_data,
+        knowledge=kit.knowledge,
     )
     share = share or StepShare()
     started = now()

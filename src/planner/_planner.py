@@ -24,12 +24,20 @@ from context import (
     RoleBudget,
     SectionFill,
     TokenCounter,
+    fit_growing,
     fit_history,
     fit_section,
     fit_text,
 )
 from planner._plan import PLAN_SCHEMA, Plan, PlannedStep, SourcePick
-from planner._prompt import catalogue_items, instructions, render_repair, render_request
+from planner._prompt import (
+    NAMES_NOTE,
+    catalogue_floor,
+    catalogue_items,
+    instructions,
+    render_repair,
+    render_request,
+)
 from planner._validate import PlanLimits, clamp_plan, validate_plan
 from providers import (
     Message,
@@ -189,15 +197,27 @@ def _system(
     items = catalogue_items(rules, catalogue.tools, catalogue.sources)
     total = planning.budget.tokens("system")
     if not identity:
-        static = fit_section("system", total, items, counter=counter, separator="\n")
+        static = _catalogue(total, items, counter, len(catalogue.tools))
         return (SystemBlock(text=static.text, cache=True),), static
     who = fit_section("system", total, [Item(full=identity, key="identity")], counter=counter)
-    static = fit_section("system", total - who.used, items, counter=counter, separator="\n")
+    static = _catalogue(total - who.used, items, counter, len(catalogue.tools))
     texts = [t for t in (who.text, static.text) if t] or [static.text]
     blocks = tuple(SystemBlock(text=t, cache=i == len(texts) - 1) for i, t in enumerate(texts))
     used, cuts = who.used + static.used, who.cuts + static.cuts
     fill = replace(static, allocated=total, used=used, text="\n\n".join(texts), cuts=cuts)
     return blocks, fill
+
+
+def _catalogue(
+    allocation: int, items: Sequence[Item], counter: TokenCounter, tools: int
+) -> SectionFill:
+    """The rules, sources and tools in ``allocation``: summaries are cut before names, and
+    no tool's name is ever dropped (the section grows, reporting the overrun, instead)."""
+    return fit_growing(
+        "system", allocation, items, floor=catalogue_floor(items), counter=counter,
+        why=f"the names of all {tools} tools are shown", note=NAMES_NOTE,
+        separator="\n",
+    )  # fmt: skip
 
 
 def fallback_plan(

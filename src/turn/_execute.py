@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from context import Item, SourceScope
+from context import Item, SourceScope, knowledge_items
 from events import FailedStep, TurnStatus
 from executors import (
     Emit,
@@ -82,10 +82,11 @@ async def execute_plan(
         user_data=kit.user_data_for(
             kit.budgets.executor, source_scope(scope), kit.counter(crew.executor)
         ),
+        knowledge=tuple(knowledge_items(ask.knowledge)),
     )
-    data = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in ask.knowledge]
+    data: list[Item] = []
     if kit.forced and plan.strategy == "tool":  # the whole turn: it needs the conversation
-        data = [*conversation_items(ask.text, ask.view), *data]
+        data = [*conversation_items(ask.text, ask.view)]
     outcome = await run_plan(
         plan, kit=executors, scope=scope, emit=emit, data=data, resume=work.paused, budget=budget,
         concurrency=kit.plan_limits.max_executors,
@@ -103,7 +104,7 @@ async def execute_plan(
     merged = await merge(
         plan, outcome.results, model=crew.merger, counter=kit.counter(crew.merger),
         user_text=ask.text, view=ask.view, emit=emit, budget=kit.budgets.merger,
-        identity=kit.identity,
+        identity=kit.identity, knowledge=ask.knowledge,
     )  # fmt: skip
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
 

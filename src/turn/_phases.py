@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 import structlog
 
 from context import (
+    KNOWLEDGE_SOURCE_TOKENS,
     PROFILE_SECTION,
     Budgets,
     History,
@@ -52,6 +53,7 @@ class TurnKit:
     turn_budget: StepShare = field(default_factory=StepShare)  # split among a plan's steps
     planner_timeout_s: float = 30.0
     source_timeout_s: float = 5.0
+    knowledge_source_tokens: int = KNOWLEDGE_SOURCE_TOKENS  # a loaded source's cap
     summariser_timeout_s: float = 20.0
     identity: str = ""
     max_steps: int | None = None  # the agent's model turns for all of a turn's executors
@@ -173,18 +175,22 @@ async def load_picked_sources(
     log: Sequence[StoredEvent],
     counter: TokenCounter,
 ) -> list[ContextLoaded]:
-    """Fetch what the plan picked and the session does not hold yet (append-only)."""
+    """Fetch what the plan picked and the session does not hold yet (append-only), each
+    source whole up to the per-source cap (a longer one is cut and says so): the section
+    holds them all, since every later call of the session gets them whole."""
     wanted = [SourceLoad(name=s.name, params=s.params) for s in outcome.plan.sources]
     needed = loads_needed(wanted, loads_from_log(log))
     if not needed:
         return []
+    cap = kit.knowledge_source_tokens
     loaded = await load_sources(
         kit.sources,
         needed,
         scope=scope,
         counter=counter,
-        budget_tokens=kit.budgets.merger.tokens("results"),
+        budget_tokens=cap * len(needed) + 64 * len(needed),  # the cap, and the separators
         timeout_s=kit.source_timeout_s,
+        cap=cap,
     )
     return [
         ContextLoaded(
