@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Select, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
@@ -239,14 +239,7 @@ class EventLog:
     ) -> list[StoredEvent]:
         """Events with ``seq > after`` in order, optionally of one turn only."""
         query = (
-            select(
-                EventRow.session_id,
-                EventRow.seq,
-                EventRow.type,
-                EventRow.data,
-                EventRow.turn_id,
-                EventRow.created_at,
-            )
+            _columns()
             .where(EventRow.session_id == session_id, EventRow.seq > after)
             .order_by(EventRow.seq)
         )
@@ -258,6 +251,38 @@ class EventLog:
             lambda conn: [StoredEvent(**row._asdict()) for row in conn.execute(query)]
         )
 
+    async def read_context(self, session_id: str) -> list[StoredEvent]:
+        """What a turn reads of its session, in seq order: the latest ``history_summarised``
+        event (the compaction anchor) and every event after its ``up_to_seq``, plus the
+        ``context_loaded`` events before it (knowledge is append-only, so the anchor keeps
+        them). Indexed queries, one snapshot: with compaction bounding the tail, a turn's
+        read does not grow with the session's age."""
+
+        def fetch(conn: Connection) -> list[StoredEvent]:
+            anchor = conn.execute(
+                select(EventRow.data)
+                .where(EventRow.session_id == session_id, EventRow.type == SUMMARY_EVENT)
+                .order_by(EventRow.seq.desc())
+                .limit(1)
+            ).scalar()
+            up_to = int(anchor.get("up_to_seq") or 0) if isinstance(anchor, dict) else 0
+            tail = _events(
+                conn, _columns().where(EventRow.session_id == session_id, EventRow.seq > up_to)
+            )
+            if not up_to:
+                return tail
+            kept = _events(
+                conn,
+                _columns().where(
+                    EventRow.session_id == session_id,
+                    EventRow.type.in_(ANCHOR_KEEPS),
+                    EventRow.seq <= up_to,
+                ),
+            )
+            return [*kept, *tail]
+
+        return await self._db.run_read(fetch)
+
     async def last_seq(self, session_id: str) -> int:
         async with self._db.read() as conn:
             value = await conn.scalar(
@@ -266,6 +291,26 @@ class EventLog:
                 )
             )
         return int(value or 0)
+
+
+SUMMARY_EVENT = "history_summarised"
+ANCHOR_KEEPS = ("context_loaded",)
+"""Event types a turn reads from before its compaction anchor too (``read_context``)."""
+
+
+def _columns() -> Select[tuple[str, int, str, dict[str, Any], str | None, datetime]]:
+    return select(
+        EventRow.session_id,
+        EventRow.seq,
+        EventRow.type,
+        EventRow.data,
+        EventRow.turn_id,
+        EventRow.created_at,
+    )
+
+
+def _events(conn: Connection, query: Select[Any]) -> list[StoredEvent]:
+    return [StoredEvent(**row._asdict()) for row in conn.execute(query.order_by(EventRow.seq))]
 
 
 def _notify_others(conn: Connection, session_id: str) -> None:

@@ -87,7 +87,10 @@ class SessionRow(Base):
 
 class TurnRow(Base):
     __tablename__ = "turns"
-    __table_args__ = (Index("ix_turns_session_status", "session_id", "status"),)
+    __table_args__ = (
+        Index("ix_turns_session_status", "session_id", "status"),
+        Index("ix_turns_session_started", "session_id", "started_at"),  # the latest turn
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
@@ -107,7 +110,11 @@ class TurnRow(Base):
 
 class EventRow(Base):
     __tablename__ = "events"
-    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_events_session_seq"),)
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq", name="uq_events_session_seq"),
+        # A turn finds its compaction anchor and the knowledge before it by type (read_context).
+        Index("ix_events_session_type_seq", "session_id", "type", "seq"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))

@@ -285,7 +285,7 @@ Ending = tuple[list[Event], TurnStatus, tuple[FailedStep, ...]]
 async def _run(job: _Job) -> Ending:
     """Start as the turn must (decided once), then run its steps or answer directly."""
     turn, store, out = job.turn, job.store, job.out
-    log = await store.log.read(turn.session_id)
+    log = await _context_log(store, turn)
     view = history(log, exclude_turn=turn.turn_id)
     start = start_of(
         log, turn_id=turn.turn_id, resume=turn.resume, takeover=turn.takeover,
@@ -320,6 +320,18 @@ async def _run(job: _Job) -> Ending:
         for event in await _upkeep(store, job.kit, turn, turn.summariser, view):
             out.add(event)
     return ending
+
+
+async def _context_log(store: Store, turn: Turn) -> list[StoredEvent]:
+    """What the turn reads of its session (``EventLog.read_context``: from the compaction
+    anchor on, and the knowledge before it); a taken-over turn also reads its own events,
+    which its checkpoint and resets are made of, wherever they start."""
+    log = await store.log.read_context(turn.session_id)
+    if not turn.takeover:
+        return log
+    have = {e.seq for e in log}
+    mine = await store.log.read(turn.session_id, turn_id=turn.turn_id)
+    return sorted([*log, *(e for e in mine if e.seq not in have)], key=lambda e: e.seq)
 
 
 async def _taken_over(job: _Job, plan: Plan, mine: Sequence[StoredEvent]) -> Work:

@@ -1,0 +1,26 @@
+"""events by session, type and seq (a turn finds its compaction anchor and the knowledge
+before it without reading the whole log); turns by session and start (the latest turn)
+
+Revision ID: 0021
+Revises: 0020
+Create Date: 2026-11-27 03:00:00
+"""
+
+from collections.abc import Sequence
+
+from alembic import op
+
+revision: str = "0021"
+down_revision: str | None = "0020"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_index("ix_events_session_type_seq", "events", ["session_id", "type", "seq"])
+    op.create_index("ix_turns_session_started", "turns", ["session_id", "started_at"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_turns_session_started", table_name="turns")
+    op.drop_index("ix_events_session_type_seq", table_name="events")
