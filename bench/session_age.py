@@ -8,7 +8,7 @@ records the server's CPU time (all its threads, from ``/proc``), the input token
 model call was sent and the share of them a simulated prompt cache would have served (each
 role's previous request's longest common prefix).
 
-Printed: the CPU of the late turns over that of the early ones (mean of ``--window`` turns
+Printed: the CPU of the late turns over that of the early ones (median of ``--window`` turns
 around turn 10 and of the last ones; target at most 1.25), and the tokens sent per turn
 before and after compaction starts. The same session is played against a baseline, the
 code of ``--baseline`` (default: fb9a2fa, the commit before issue 26) extracted with
@@ -295,9 +295,10 @@ def start_server(name: str, src: Path, workdir: Path, secret: str, profile: Path
 
 
 def extract_baseline(rev: str, into: Path) -> Path:
-    """The ``src`` tree of ``rev`` (``git archive``; no worktree is registered)."""
+    """The ``src`` and ``migrations`` trees of ``rev`` (``git archive``; no worktree is
+    registered); returns its ``src``."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],  # noqa: S607
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src", "migrations"],  # noqa: S607
         check=True,
         capture_output=True,
     ).stdout
@@ -329,8 +330,13 @@ def _mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else float("nan")
 
 
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
 def summary(played: list[TurnFigures], window: int) -> dict[str, Any]:
-    """CPU early and late (mean of ``window`` turns), tokens before and after compaction."""
+    """CPU early and late (median of ``window`` turns: a shared machine's stray spikes
+    stay out), tokens before and after compaction."""
     cpu = [f.cpu_ms for f in played]
     start = max(10 - window // 2, 1)  # around turn 10; turn 1 (a cold server) is left out
     early = [c for c in cpu[start : start + window] if c is not None]
@@ -341,9 +347,9 @@ def summary(played: list[TurnFigures], window: int) -> dict[str, Any]:
     ratios = [r for f in played[1:] for r in f.cache_ratios]
     return {
         "turns": len(played),
-        "cpu_ms_early": round(_mean(early), 2),
-        "cpu_ms_late": round(_mean(late), 2),
-        "cpu_ratio": round(_mean(late) / _mean(early), 2) if early and late else None,
+        "cpu_ms_early": round(_median(early), 2),
+        "cpu_ms_late": round(_median(late), 2),
+        "cpu_ratio": round(_median(late) / _median(early), 2) if early and late else None,
         "first_compaction_turn": None if first is None else first + 1,
         "compactions": sum(f.compacted for f in played),
         "tokens_per_turn_after_compaction": {
@@ -364,7 +370,7 @@ def summary(played: list[TurnFigures], window: int) -> dict[str, Any]:
 
 def render(results: dict[str, dict[str, Any]], window: int) -> str:
     rows = [
-        f"one session per server; CPU = server CPU per turn, mean of {window} turns around "
+        f"one session per server; CPU = server CPU per turn, median of {window} turns around "
         f"turn 10 (early) and of the last {window} (late)",
         f"{'server':<12}{'turns':>6}{'cpu early':>11}{'cpu late':>10}{'late/early':>12}"
         f"{'tok/turn 1st½':>15}{'2nd½':>8}{'compactions':>13}{'cache hit':>11}",

@@ -19,6 +19,7 @@ from context import (
     KEEP_LAST,
     History,
     SourceScope,
+    TokenCounter,
     compress_history,
     history,
     make_title,
@@ -425,12 +426,22 @@ async def _upkeep(
         return []
 
 
+def _covered(view: History, counter: TokenCounter) -> tuple[int, int]:
+    """The messages and tokens the view's summary stands for (none: ``(0, 0)``)."""
+    if view.covered is not None:
+        return view.covered
+    before = sum(counter.count(render_message(m)) for m in view.summarised)
+    return len(view.summarised), before
+
+
 async def _upkeep_calls(
     store: Store, kit: TurnKit, turn: Turn, summariser: Model, view: History
 ) -> list[Event]:
     events: list[Event] = []
     counter = kit.counter(summariser)
-    tokens = sum(counter.count(render_message(m)) for m in view.messages)
+    sizes = [counter.count(render_message(e.message)) for e in view.entries]
+    note = view.messages[0] if view.summary is not None else None
+    tokens = sum(sizes) + (counter.count(render_message(note)) if note is not None else 0)
     allocation = kit.budgets.merger.tokens("conversation")
     up_to = view.split_seq(KEEP_LAST)
     if up_to is not None and needs_compression(view.since_summary, tokens, allocation):
@@ -441,7 +452,14 @@ async def _upkeep_calls(
             counter=counter,
         )
         if summary is not None:
-            events.append(HistorySummarised(summary=summary, up_to_seq=up_to))
+            count, before = _covered(view, counter)
+            folded = len(view.entries) - KEEP_LAST  # the entries this summary adds
+            events.append(
+                HistorySummarised(
+                    summary=summary, up_to_seq=up_to,
+                    messages=count + folded, tokens=before + sum(sizes[:folded]),
+                )
+            )  # fmt: skip
     if not view.entries and view.summary is None:  # the session's first turn
         title = await make_title(
             summariser,

@@ -4,6 +4,7 @@ compaction anchor on (plus the knowledge before it), never the whole log."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from context import conversation
 from events import ContextLoaded, UserMessage
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import Store, StoredEvent
@@ -23,6 +25,7 @@ PLAN = {
     "reasoning": "read",
     "steps": [{"id": "s1", "goal": "Read the clock", "tools": ["clock.now"], "max_tool_calls": 2}],
 }
+CHAT = {"strategy": "simple", "reasoning": "chat"}  # even turns: answered from the history
 TURNS = 32  # compaction starts at turn 13 and runs about every 9 turns after it
 
 
@@ -45,11 +48,13 @@ def registry() -> ToolRegistry:
 
 
 def model() -> FunctionModel:
-    """Plans one clock read; the executor reads the clock, then answers."""
+    """Plans one clock read (odd turns) or a plain answer (even); the executor reads the
+    clock, then answers."""
 
     async def reply(request: ModelRequest) -> Reply:
         if any("You are the planner" in b.text for b in request.system):
-            return Reply(text=json.dumps(PLAN))
+            turn = int(re.findall(r"\((\d+)\)", request.messages[-1].text)[-1])
+            return Reply(text=json.dumps(CHAT if turn % 2 == 0 else PLAN))
         if request.messages[-1].role == "user" and not any(
             isinstance(p, ToolCall) for m in request.messages for p in m.parts
         ):
@@ -118,6 +123,25 @@ async def test_a_turn_reads_from_the_compaction_anchor_not_the_whole_log(store: 
     assert log[-1].seq > 2 * max(before)  # the log outgrew what any turn reads
     late = read[-9:]  # one compaction cycle, all of it after the first anchor
     assert max(late) <= max(before) + 12, read  # + the anchor and a turn of slack
+    assert_compressed_cut_counts_everything(log)
+
+
+def assert_compressed_cut_counts_everything(log: list[StoredEvent]) -> None:
+    """The budget report's ``compressed`` cut still counts every message the summary
+    stands for (read from the summary event, not from the messages before it)."""
+    cuts = [
+        cut
+        for e in log
+        if e.type == "context_budget"
+        for cut in e.data["report"].get("cuts", [])
+        if cut["action"] == "compressed"
+    ]
+    assert cuts, "no call reported the compressed history"
+    found = re.fullmatch(r"(\d+) messages up to seq (\d+) summarised", cuts[-1]["detail"])
+    assert found is not None, cuts[-1]
+    count, up_to = int(found[1]), int(found[2])
+    assert count == len(conversation([e for e in log if e.seq <= up_to]))
+    assert cuts[-1]["tokens_before"] > cuts[-1]["tokens_after"] > 0
 
 
 @pytest.mark.parametrize("anchored", [False, True])
