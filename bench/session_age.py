@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
@@ -32,6 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import httpx
@@ -166,26 +168,38 @@ def bosun_app(db_path: Path) -> Any:
     return build_app(settings, models=bench_models(), seed_orgs=[ORG])
 
 
+class WindowProfiler:
+    """cProfile of the server's main thread over the turns the client marks: each SIGUSR1
+    starts a window or ends one and writes it to ``FILE-early`` then ``FILE-late``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.profiler: cProfile.Profile | None = None
+        self.names = iter(("early", "late"))
+
+    def toggle(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.profiler is None:
+            self.profiler = cProfile.Profile()
+            self.profiler.enable()
+            return
+        self.profiler.disable()
+        self.profiler.dump_stats(f"{self.path}-{next(self.names, 'extra')}")
+        self.profiler = None
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     app = bosun_app(args.db)
     loop, http = loop_and_http()
-    signal.signal(signal.SIGTERM, raise_exit)  # so the profile below is still written
-    profiler = cProfile.Profile() if args.profile else None
-    if profiler is not None:
-        profiler.enable()
-    try:
+    signal.signal(signal.SIGTERM, raise_exit)
+    if args.profile:
+        signal.signal(signal.SIGUSR1, WindowProfiler(args.profile).toggle)
+    with contextlib.suppress(SystemExit):
         uvicorn.run(
             app, host=HOST, port=args.port, log_level="warning", access_log=False,
             loop=loop, http=http, timeout_graceful_shutdown=5,
         )  # fmt: skip
-    except SystemExit:
-        pass
-    finally:
-        if profiler is not None:
-            profiler.disable()
-            profiler.dump_stats(args.profile)
     return 0
 
 
@@ -307,13 +321,23 @@ def extract_baseline(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-async def play(server: Server, token: str, turns: int) -> list[TurnFigures]:
+async def play(
+    server: Server, token: str, turns: int, windows: tuple[range, range] | None = None
+) -> list[TurnFigures]:
+    """The session's turns in order; with ``windows``, the server's profiler is started
+    before the first turn of each and stopped after its last (``WindowProfiler``)."""
     url = f"http://{HOST}:{server.port}/v1/chat/stream"
+    marks = {n for w in windows or () for n in (w.start, w.stop)}
     async with httpx.AsyncClient(timeout=60.0) as client:
         await wait_healthy(client, f"http://{HOST}:{server.port}", server.process, server.name)
         session_id: str | None = None
         played: list[TurnFigures] = []
-        for n in range(1, turns + 1):
+        for n in range(1, turns + 2):
+            if n in marks:
+                server.process.send_signal(signal.SIGUSR1)
+                await asyncio.sleep(0.1)
+            if n > turns:
+                break
             session_id, figures = await play_turn(
                 client, url, token, server.process.pid, session_id, n
             )
@@ -334,13 +358,20 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def windows(turns: int, window: int) -> tuple[range, range]:
+    """The early and the late window's turn numbers (1-based): around turn 10 (turn 1, a
+    cold server, left out) and the last ``window``."""
+    start = max(10 - window // 2, 1) + 1
+    return range(start, start + window), range(turns - window + 1, turns + 1)
+
+
 def summary(played: list[TurnFigures], window: int) -> dict[str, Any]:
     """CPU early and late (median of ``window`` turns: a shared machine's stray spikes
     stay out), tokens before and after compaction."""
     cpu = [f.cpu_ms for f in played]
-    start = max(10 - window // 2, 1)  # around turn 10; turn 1 (a cold server) is left out
-    early = [c for c in cpu[start : start + window] if c is not None]
-    late = [c for c in cpu[-window:] if c is not None]
+    early_turns, late_turns = windows(len(played), window)
+    early = [c for n in early_turns if (c := cpu[n - 1]) is not None]
+    late = [c for n in late_turns if (c := cpu[n - 1]) is not None]
     first = next((i for i, f in enumerate(played) if f.compacted), None)
     after = [f.input_tokens for f in played[first + 1 :]] if first is not None else []
     tail = after[len(after) // 2 :]
@@ -403,7 +434,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     parser.add_argument(
-        "--profile", type=Path, metavar="FILE", help="cProfile the current server into FILE"
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="cProfile the current server's main thread over the early and the late window "
+        "of turns, into FILE-early and FILE-late (pstats format)",
     )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -431,9 +466,10 @@ def main(argv: list[str] | None = None) -> int:
             sources["baseline"] = extract_baseline(args.baseline, workdir / "baseline")
         for name, src in sources.items():
             profile = args.profile.resolve() if args.profile and name == "current" else None
+            profiled = windows(args.turns, args.window) if profile is not None else None
             server = start_server(name, src, workdir, secret, profile)
             try:
-                played = run_on_loop(play(server, token, args.turns))
+                played = run_on_loop(play(server, token, args.turns, profiled))
             finally:
                 stop_process(server.process)
             results[name] = summary(played, args.window)

@@ -8,6 +8,7 @@ Create Date: 2026-11-27 03:00:00
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0021"
@@ -15,12 +16,21 @@ down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# Partial: only the rows a turn looks up by type (the bulk of the log skips the index).
+ANCHOR_TYPES = sa.text("type IN ('history_summarised', 'context_loaded')")
+
 
 def upgrade() -> None:
-    op.create_index("ix_events_session_type_seq", "events", ["session_id", "type", "seq"])
+    op.create_index(
+        "ix_events_anchors",
+        "events",
+        ["session_id", "type", "seq"],
+        sqlite_where=ANCHOR_TYPES,
+        postgresql_where=ANCHOR_TYPES,
+    )
     op.create_index("ix_turns_session_started", "turns", ["session_id", "started_at"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_turns_session_started", table_name="turns")
-    op.drop_index("ix_events_session_type_seq", table_name="events")
+    op.drop_index("ix_events_anchors", table_name="events")

@@ -16,7 +16,7 @@ from events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
 from store import _hot as hot
 from store._approvals import ApprovalRow
 from store._db import Database
-from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
+from store._models import ANCHOR_TYPES, EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
 
 NOTIFY_CHANNEL = "bosun_events"
 
@@ -261,7 +261,8 @@ class EventLog:
         def fetch(conn: Connection) -> list[StoredEvent]:
             anchor = conn.execute(
                 select(EventRow.data)
-                .where(EventRow.session_id == session_id, EventRow.type == SUMMARY_EVENT)
+                .where(EventRow.session_id == session_id, ANCHOR_TYPES)
+                .where(EventRow.type == SUMMARY_EVENT)
                 .order_by(EventRow.seq.desc())
                 .limit(1)
             ).scalar()
@@ -275,7 +276,8 @@ class EventLog:
                 conn,
                 _columns().where(
                     EventRow.session_id == session_id,
-                    EventRow.type.in_(ANCHOR_KEEPS),
+                    ANCHOR_TYPES,
+                    EventRow.type == KNOWLEDGE_EVENT,
                     EventRow.seq <= up_to,
                 ),
             )
@@ -293,9 +295,8 @@ class EventLog:
         return int(value or 0)
 
 
-SUMMARY_EVENT = "history_summarised"
-ANCHOR_KEEPS = ("context_loaded",)
-"""Event types a turn reads from before its compaction anchor too (``read_context``)."""
+SUMMARY_EVENT = "history_summarised"  # the compaction anchor
+KNOWLEDGE_EVENT = "context_loaded"  # read from before the anchor too (append-only)
 
 
 def _columns() -> Select[tuple[str, int, str, dict[str, Any], str | None, datetime]]:

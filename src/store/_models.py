@@ -18,6 +18,7 @@ from sqlalchemy import (
     String,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -108,12 +109,25 @@ class TurnRow(Base):
     epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
+ANCHOR_TYPES = text("type IN ('history_summarised', 'context_loaded')")
+"""The events a turn reads from before its compaction anchor too, and the anchor itself;
+queries repeat this text verbatim so SQLite uses the partial index on it."""
+
+
 class EventRow(Base):
     __tablename__ = "events"
     __table_args__ = (
         UniqueConstraint("session_id", "seq", name="uq_events_session_seq"),
-        # A turn finds its compaction anchor and the knowledge before it by type (read_context).
-        Index("ix_events_session_type_seq", "session_id", "type", "seq"),
+        # A turn finds its compaction anchor and the knowledge before it by type
+        # (read_context); partial, so the bulk of the log (deltas, tool events) skips it.
+        Index(
+            "ix_events_anchors",
+            "session_id",
+            "type",
+            "seq",
+            sqlite_where=ANCHOR_TYPES,
+            postgresql_where=ANCHOR_TYPES,
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
