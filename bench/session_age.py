@@ -1,18 +1,21 @@
-"""Does a turn cost more the older its session? One long session over ``POST /v1/chat/stream``.
+"""Does a turn cost more the older its session? Long sessions over ``POST /v1/chat/stream``.
 
-``python bench/session_age.py --help`` for the flags. One session of ``--turns`` (200)
-turns, each with tool work: the planner double plans one ``tool`` step, the executor double
-calls ``programs.list`` (demo data) and answers, the merger writes a ~40-word answer, and a
-summariser double compacts the history whenever the turn decides to. Per turn the script
-records the server's CPU time (all its threads, from ``/proc``), the input tokens each
-model call was sent and the share of them a simulated prompt cache would have served (each
-role's previous request's longest common prefix).
+``python bench/session_age.py --help`` for the flags. Each turn does tool work: the
+planner double plans one ``tool`` step, the executor double calls ``programs.list`` (demo
+data) and answers, the merger writes a ~40-word answer, and a summariser double compacts
+the history whenever the turn decides to. Per turn the script records the server's CPU
+time (all its threads, from ``/proc``), the input tokens each model call was sent and the
+share of them a simulated prompt cache would have served (each role's previous request's
+longest common prefix).
 
-Printed: the CPU of the late turns over that of the early ones (median of ``--window`` turns
-around turn 10 and of the last ones; target at most 1.25), and the tokens sent per turn
-before and after compaction starts. The same session is played against a baseline, the
-code of ``--baseline`` (default: fb9a2fa, the commit before issue 26) extracted with
-``git archive`` and served the same way, so the ratios are compared in one run.
+Per server, an old session is played to ``--turns`` (200) and a young one to turn 15; the
+last ``--window`` (10) turns of both are interleaved, so the two ages are measured under
+the same machine load. Printed: the median CPU of the old session's turns over the young
+one's (turns 191-200 over turns 6-15; target at most 1.25), and the tokens sent per turn
+once compaction has started. The same runs against a baseline, the code of
+``--baseline`` (default: fb9a2fa, the commit before issue 26) extracted with
+``git archive`` and served at the same time, its turns interleaved with the current
+code's, so the ratios are compared in one run.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -53,6 +57,7 @@ from _harness import (
 ORG = "bench"
 MODEL = "function:bench"
 TARGET_RATIO = 1.25
+YOUNG_AGE = 15  # the young session's age at its last measured turn (about turn 10)
 DEFAULT_BASELINE = "fb9a2fa"
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY = (
@@ -132,12 +137,24 @@ def bench_models() -> Any:
     def summariser(request: ModelRequest) -> Reply:
         return Reply(text=SUMMARY, usage=cache.usage("summariser", request))
 
+    def model(fn: Callable[[ModelRequest], Reply]) -> FunctionModel:
+        double = FunctionModel(fn, name=MODEL)
+        double.calls = Unrecorded()  # a provider keeps no requests: the heap stays flat
+        return double
+
     return TurnModels(
-        planner=FunctionModel(planner, name=MODEL),
-        executor=FunctionModel(executor, name=MODEL),
-        merger=FunctionModel(merger, name=MODEL),
-        summariser=FunctionModel(summariser, name=MODEL),
+        planner=model(planner),
+        executor=model(executor),
+        merger=model(merger),
+        summariser=model(summariser),
     )
+
+
+class Unrecorded(list[Any]):
+    """A test double's ``calls`` that records nothing (it would grow with every turn)."""
+
+    def append(self, _item: Any) -> None:
+        return None
 
 
 def bosun_app(db_path: Path) -> Any:
@@ -169,22 +186,27 @@ def bosun_app(db_path: Path) -> Any:
 
 
 class WindowProfiler:
-    """cProfile of the server's main thread over the turns the client marks: each SIGUSR1
-    starts a window or ends one and writes it to ``FILE-early`` then ``FILE-late``."""
+    """cProfile of the server's main thread over the measured turns: SIGUSR1 starts or
+    stops the young session's profile, SIGUSR2 the old one's; both accumulate over their
+    turns and are written at exit to ``FILE-young`` and ``FILE-old`` (pstats format)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.profiler: cProfile.Profile | None = None
-        self.names = iter(("early", "late"))
+        self.profiles = {"young": cProfile.Profile(), "old": cProfile.Profile()}
+        self.on: str | None = None
 
-    def toggle(self, _signum: int, _frame: FrameType | None) -> None:
-        if self.profiler is None:
-            self.profiler = cProfile.Profile()
-            self.profiler.enable()
-            return
-        self.profiler.disable()
-        self.profiler.dump_stats(f"{self.path}-{next(self.names, 'extra')}")
-        self.profiler = None
+    def toggle(self, signum: int, _frame: FrameType | None) -> None:
+        name = "young" if signum == signal.SIGUSR1 else "old"
+        if self.on == name:
+            self.profiles[name].disable()
+            self.on = None
+        elif self.on is None:
+            self.profiles[name].enable()
+            self.on = name
+
+    def dump(self) -> None:
+        for name, profile in self.profiles.items():
+            profile.dump_stats(f"{self.path}-{name}")
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -193,13 +215,17 @@ def serve(args: argparse.Namespace) -> int:
     app = bosun_app(args.db)
     loop, http = loop_and_http()
     signal.signal(signal.SIGTERM, raise_exit)
-    if args.profile:
-        signal.signal(signal.SIGUSR1, WindowProfiler(args.profile).toggle)
+    profiler = WindowProfiler(args.profile) if args.profile else None
+    if profiler is not None:
+        signal.signal(signal.SIGUSR1, profiler.toggle)
+        signal.signal(signal.SIGUSR2, profiler.toggle)
     with contextlib.suppress(SystemExit):
         uvicorn.run(
             app, host=HOST, port=args.port, log_level="warning", access_log=False,
             loop=loop, http=http, timeout_graceful_shutdown=5,
         )  # fmt: skip
+    if profiler is not None:
+        profiler.dump()
     return 0
 
 
@@ -293,6 +319,7 @@ class Server:
     name: str
     process: subprocess.Popen[bytes]
     port: int
+    profile: bool = False
 
 
 def start_server(name: str, src: Path, workdir: Path, secret: str, profile: Path | None) -> Server:
@@ -305,7 +332,7 @@ def start_server(name: str, src: Path, workdir: Path, secret: str, profile: Path
     path = os.pathsep.join([str(src), str(Path(__file__).resolve().parent)])
     env = {**os.environ, SECRET_ENV: secret, "PYTHONPATH": path}
     process = subprocess.Popen(command, env=env, stdout=sys.stderr, cwd=workdir)
-    return Server(name=name, process=process, port=port)
+    return Server(name=name, process=process, port=port, profile=profile is not None)
 
 
 def extract_baseline(rev: str, into: Path) -> Path:
@@ -321,28 +348,59 @@ def extract_baseline(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-async def play(
-    server: Server, token: str, turns: int, windows: tuple[range, range] | None = None
-) -> list[TurnFigures]:
-    """The session's turns in order; with ``windows``, the server's profiler is started
-    before the first turn of each and stopped after its last (``WindowProfiler``)."""
-    url = f"http://{HOST}:{server.port}/v1/chat/stream"
-    marks = {n for w in windows or () for n in (w.start, w.stop)}
-    async with httpx.AsyncClient(timeout=60.0) as client:
-        await wait_healthy(client, f"http://{HOST}:{server.port}", server.process, server.name)
-        session_id: str | None = None
-        played: list[TurnFigures] = []
-        for n in range(1, turns + 2):
-            if n in marks:
-                server.process.send_signal(signal.SIGUSR1)
-                await asyncio.sleep(0.1)
-            if n > turns:
-                break
-            session_id, figures = await play_turn(
-                client, url, token, server.process.pid, session_id, n
+@dataclass(slots=True)
+class Session:
+    """One session on one server, played turn by turn over a shared client."""
+
+    server: Server
+    token: str
+    client: httpx.AsyncClient
+    profiled: bool = False
+    id: str | None = None
+    played: list[TurnFigures] = field(default_factory=list)
+
+    async def turn(self, *, profile: signal.Signals | None = None) -> TurnFigures:
+        """The next turn; with ``profile``, the server profiles it (that signal's window)."""
+        url = f"http://{HOST}:{self.server.port}/v1/chat/stream"
+        n = len(self.played) + 1
+        if profile is not None and self.profiled:
+            self.server.process.send_signal(profile)
+        try:
+            self.id, figures = await play_turn(
+                self.client, url, self.token, self.server.process.pid, self.id, n
             )
-            played.append(figures)
-        return played
+        finally:
+            if profile is not None and self.profiled:
+                self.server.process.send_signal(profile)
+        self.played.append(figures)
+        return figures
+
+
+async def play(servers: list[Server], token: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Per server, an old session of ``--turns`` turns and a young one of ``YOUNG_AGE``; the
+    young session's last ``--window`` turns are interleaved with the old one's (and the
+    servers' turns with each other), so both ages are measured under the same load."""
+    async with httpx.AsyncClient(timeout=60.0) as client:
+        for server in servers:
+            await wait_healthy(client, f"http://{HOST}:{server.port}", server.process, server.name)
+        pairs = [
+            (Session(s, token, client, s.profile), Session(s, token, client, s.profile))
+            for s in servers
+        ]
+        for _ in range(args.turns - args.window):
+            for old, _young in pairs:
+                await old.turn()
+        for _ in range(YOUNG_AGE - args.window):
+            for _old, young in pairs:
+                await young.turn()
+        for _ in range(args.window):
+            for old, young in pairs:
+                await young.turn(profile=signal.SIGUSR1)
+                await old.turn(profile=signal.SIGUSR2)
+    return {
+        server.name: summary(old.played, young.played, args.window)
+        for server, (old, young) in zip(servers, pairs, strict=True)
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -358,51 +416,42 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def windows(turns: int, window: int) -> tuple[range, range]:
-    """The early and the late window's turn numbers (1-based): around turn 10 (turn 1, a
-    cold server, left out) and the last ``window``."""
-    start = max(10 - window // 2, 1) + 1
-    return range(start, start + window), range(turns - window + 1, turns + 1)
-
-
-def summary(played: list[TurnFigures], window: int) -> dict[str, Any]:
-    """CPU early and late (median of ``window`` turns: a shared machine's stray spikes
-    stay out), tokens before and after compaction."""
-    cpu = [f.cpu_ms for f in played]
-    early_turns, late_turns = windows(len(played), window)
-    early = [c for n in early_turns if (c := cpu[n - 1]) is not None]
-    late = [c for n in late_turns if (c := cpu[n - 1]) is not None]
-    first = next((i for i, f in enumerate(played) if f.compacted), None)
-    after = [f.input_tokens for f in played[first + 1 :]] if first is not None else []
-    tail = after[len(after) // 2 :]
-    ratios = [r for f in played[1:] for r in f.cache_ratios]
+def summary(old: list[TurnFigures], young: list[TurnFigures], window: int) -> dict[str, Any]:
+    """CPU of a young and an old turn (median of the ``window`` measured turns each: a
+    shared machine's stray spikes stay out), tokens per turn after compaction starts."""
+    early = [c for f in young[-window:] if (c := f.cpu_ms) is not None]
+    late = [c for f in old[-window:] if (c := f.cpu_ms) is not None]
+    first = next((i for i, f in enumerate(old) if f.compacted), None)
+    after = [f.input_tokens for f in old[first + 1 :]] if first is not None else []
+    ratios = [r for f in old[1:] for r in f.cache_ratios]
     return {
-        "turns": len(played),
+        "turns": len(old),
         "cpu_ms_early": round(_median(early), 2),
         "cpu_ms_late": round(_median(late), 2),
         "cpu_ratio": round(_median(late) / _median(early), 2) if early and late else None,
         "first_compaction_turn": None if first is None else first + 1,
-        "compactions": sum(f.compacted for f in played),
+        "compactions": sum(f.compacted for f in old),
         "tokens_per_turn_after_compaction": {
             "min": min(after, default=0),
             "max": max(after, default=0),
             "first_half_mean": round(_mean(after[: len(after) // 2])),
-            "second_half_mean": round(_mean(tail)),
+            "second_half_mean": round(_mean(after[len(after) // 2 :])),
         },
-        "tokens_last_turn": played[-1].input_tokens,
+        "tokens_last_turn": old[-1].input_tokens,
         "cache_hit_ratio_per_call": {
             "median": round(statistics.median(ratios), 3) if ratios else None,
             "min": round(min(ratios), 3) if ratios else None,
         },
-        "wall_ms_early": round(_mean([f.wall_ms for f in played[:10]]), 1),
-        "wall_ms_late": round(_mean([f.wall_ms for f in played[-window:]]), 1),
+        "cpu_ms_per_turn": [None if f.cpu_ms is None else round(f.cpu_ms, 2) for f in old],
+        "cpu_ms_young": [None if f.cpu_ms is None else round(f.cpu_ms, 2) for f in young],
     }
 
 
 def render(results: dict[str, dict[str, Any]], window: int) -> str:
     rows = [
-        f"one session per server; CPU = server CPU per turn, median of {window} turns around "
-        f"turn 10 (early) and of the last {window} (late)",
+        f"CPU = server CPU per turn, median of {window} interleaved turns of a young session "
+        f"(turns {YOUNG_AGE - window + 1}-{YOUNG_AGE}: early) and an old one "
+        f"(its last {window}: late)",
         f"{'server':<12}{'turns':>6}{'cpu early':>11}{'cpu late':>10}{'late/early':>12}"
         f"{'tok/turn 1st½':>15}{'2nd½':>8}{'compactions':>13}{'cache hit':>11}",
     ]
@@ -426,7 +475,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Server CPU and tokens per turn over one long session, against a baseline."
     )
     parser.add_argument("--turns", type=int, default=200, help="turns in the session (200)")
-    parser.add_argument("--window", type=int, default=10, help="turns averaged per figure (10)")
+    parser.add_argument("--window", type=int, default=10, help="measured turns per age (10)")
     parser.add_argument(
         "--baseline",
         default=DEFAULT_BASELINE,
@@ -437,8 +486,8 @@ def _parser() -> argparse.ArgumentParser:
         "--profile",
         type=Path,
         metavar="FILE",
-        help="cProfile the current server's main thread over the early and the late window "
-        "of turns, into FILE-early and FILE-late (pstats format)",
+        help="cProfile the current server's main thread over the measured turns of the young "
+        "and the old session, into FILE-young and FILE-old (pstats format)",
     )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -458,24 +507,20 @@ def main(argv: list[str] | None = None) -> int:
 
     secret = secrets.token_urlsafe(48)
     token = mint_token(TokenConfig(secret), user="bench", org=ORG, role="owner", ttl_s=3600)
-    results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bosun-bench-") as tmp:
         workdir = Path(tmp)
         sources = {"current": ROOT / "src"}
         if args.baseline != "none":
             sources["baseline"] = extract_baseline(args.baseline, workdir / "baseline")
-        for name, src in sources.items():
-            profile = args.profile.resolve() if args.profile and name == "current" else None
-            profiled = windows(args.turns, args.window) if profile is not None else None
-            server = start_server(name, src, workdir, secret, profile)
-            try:
-                played = run_on_loop(play(server, token, args.turns, profiled))
-            finally:
+        servers: list[Server] = []
+        try:
+            for name, src in sources.items():
+                profile = args.profile.resolve() if args.profile and name == "current" else None
+                servers.append(start_server(name, src, workdir, secret, profile))
+            results = run_on_loop(play(servers, token, args))
+        finally:
+            for server in servers:
                 stop_process(server.process)
-            results[name] = summary(played, args.window)
-            results[name]["cpu_ms_per_turn"] = [
-                None if f.cpu_ms is None else round(f.cpu_ms, 2) for f in played
-            ]
     if not args.json:
         print(render(results, args.window))
     print(json.dumps({"baseline": args.baseline, "results": results}, separators=(",", ":")))
