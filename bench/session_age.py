@@ -26,6 +26,7 @@ import contextlib
 import cProfile
 import json
 import os
+import re
 import secrets
 import signal
 import statistics
@@ -34,8 +35,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -103,10 +104,17 @@ def _render(request: Any) -> str:
     return system + tools + messages
 
 
+async def streamed(text: str, usage: Any) -> AsyncIterator[Any]:
+    """``text`` word by word, as a provider streams an answer (a ``text_delta`` each)."""
+    for word in re.findall(r"\S+\s*", text):
+        yield word
+    yield usage
+
+
 def bench_models() -> Any:
     """Planner, executor, merger and summariser doubles, each reporting simulated usage."""
     from planner import Plan
-    from providers import FunctionModel, ModelRequest, Reply, ToolCall, ToolResult
+    from providers import FunctionModel, ModelRequest, Reply, TokenUsage, ToolCall, ToolResult
     from turn import TurnModels
 
     cache = PromptCache()
@@ -122,22 +130,22 @@ def bench_models() -> Any:
     def planner(request: ModelRequest) -> Reply:
         return Reply(text=plan, usage=cache.usage("planner", request))
 
-    def executor(request: ModelRequest) -> Reply:
+    def executor(request: ModelRequest) -> Reply | AsyncIterator[str | TokenUsage]:
         usage = cache.usage("executor", request)
         if any(isinstance(p, ToolResult) for m in request.messages for p in m.parts):
-            return Reply(text="Listed the programs.", usage=usage)
+            return streamed(ANSWER.format(n=len(request.messages)), usage)
         name = request.tools[0].name if request.tools else "programs_list"
         call = ToolCall(id=f"toolu_{uuid.uuid4().hex[:16]}", name=name, input={})
         return Reply(tool_calls=(call,), usage=usage)
 
-    def merger(request: ModelRequest) -> Reply:
-        turns = sum(m.role == "user" for m in request.messages)
-        return Reply(text=ANSWER.format(n=turns), usage=cache.usage("merger", request))
+    def merger(request: ModelRequest) -> AsyncIterator[str | TokenUsage]:
+        text = ANSWER.format(n=len(request.messages))
+        return streamed(text, cache.usage("merger", request))
 
     def summariser(request: ModelRequest) -> Reply:
         return Reply(text=SUMMARY, usage=cache.usage("summariser", request))
 
-    def model(fn: Callable[[ModelRequest], Reply]) -> FunctionModel:
+    def model(fn: Callable[[ModelRequest], Any]) -> FunctionModel:
         double = FunctionModel(fn, name=MODEL)
         double.calls = Unrecorded()  # a provider keeps no requests: the heap stays flat
         return double
@@ -251,6 +259,7 @@ class TurnFigures:
     input_tokens: int  # sent to the models this turn (uncached + read from cache)
     cache_ratios: list[float]  # per model call: cache read / tokens sent
     compacted: bool  # the turn logged a history_summarised
+    log_events: int = 0  # the session's log length after the turn (its done's seq)
 
 
 async def play_turn(
@@ -261,7 +270,7 @@ async def play_turn(
     if session_id is not None:
         body["session_id"] = session_id
     frames: list[tuple[str, dict[str, Any]]] = []
-    kind, lines = "message", []
+    kind, lines, last_seq = "message", [], 0
     headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
     cpu_before, started = server_cpu_s(pid), time.perf_counter()
     async with client.stream("POST", url, headers=headers, json=body) as response:
@@ -270,6 +279,8 @@ async def play_turn(
         async for line in response.aiter_lines():
             if line.startswith("event:"):
                 kind = line[6:].strip()
+            elif line.startswith("id:"):
+                last_seq = int(line[3:])
             elif line.startswith("data:"):
                 lines.append(line[5:].removeprefix(" "))
             elif not line and lines:
@@ -280,7 +291,8 @@ async def play_turn(
     wall_ms = (time.perf_counter() - started) * 1000
     await asyncio.sleep(0.02)  # the turn's upkeep (compaction) runs before done; settle
     cpu_after = server_cpu_s(pid)
-    return _figures(frames, n, cpu_before, cpu_after, wall_ms)
+    session_id, figures = _figures(frames, n, cpu_before, cpu_after, wall_ms)
+    return session_id, replace(figures, log_events=last_seq)
 
 
 def _figures(
@@ -438,6 +450,7 @@ def summary(old: list[TurnFigures], young: list[TurnFigures], window: int) -> di
             "second_half_mean": round(_mean(after[len(after) // 2 :])),
         },
         "tokens_last_turn": old[-1].input_tokens,
+        "log_events": old[-1].log_events,
         "cache_hit_ratio_per_call": {
             "median": round(statistics.median(ratios), 3) if ratios else None,
             "min": round(min(ratios), 3) if ratios else None,
