@@ -164,3 +164,25 @@ async def test_the_context_read_keeps_knowledge_and_the_tail(store: Store, ancho
     seqs = [e.seq for e in events]
     assert seqs == ([1, 14, 15, 16] if anchored else [1, *range(5, 16)])
     assert events[0].type == "context_loaded"
+
+
+async def test_a_message_looks_up_only_the_latest_turn(store: Store) -> None:
+    """Whether a message answers a suspended turn is asked of the session's latest turn by
+    index, never by listing every turn of the session."""
+    from stream._questions import waiting_turn
+
+    session_id = str(uuid.uuid4())
+    await store.sessions.create(org_id=ORG, user_id="ada", session_id=session_id, title=None)
+    assert await store.sessions.latest_turn(session_id) is None
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    for n, turn_id in enumerate(ids):
+        message = UserMessage(message_id=f"m{n}", text="hi")
+        await store.log.open_turn(session_id, [message], turn_id=turn_id, trace_id="t")
+
+    def listed(_session_id: str) -> None:
+        raise AssertionError("every turn of the session was listed")
+
+    store.sessions.turns = listed  # type: ignore[method-assign,assignment]
+    latest = await store.sessions.latest_turn(session_id)
+    assert latest is not None and latest.id == ids[-1]
+    assert await waiting_turn(store, session_id) is None  # running, not suspended
