@@ -524,7 +524,10 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         sources = {"current": ROOT / "src"}
         if args.baseline != "none":
-            sources["baseline"] = extract_baseline(args.baseline, workdir / "baseline")
+            try:
+                sources["baseline"] = extract_baseline(args.baseline, workdir / "baseline")
+            except (OSError, subprocess.CalledProcessError) as exc:  # no git, no such commit
+                print(f"no baseline {args.baseline!r} ({exc}): current only", file=sys.stderr)
         servers: list[Server] = []
         try:
             for name, src in sources.items():
@@ -536,7 +539,12 @@ def main(argv: list[str] | None = None) -> int:
                 stop_process(server.process)
     if not args.json:
         print(render(results, args.window))
-    print(json.dumps({"baseline": args.baseline, "results": results}, separators=(",", ":")))
+    print(
+        json.dumps(
+            {"baseline": args.baseline if "baseline" in results else None, "results": results},
+            separators=(",", ":"),
+        )
+    )
     return 0
 
 
