@@ -1,5 +1,6 @@
 """events by session, type and seq (a turn finds its compaction anchor and the knowledge
-before it without reading the whole log); turns by session and start (the latest turn)
+before it without reading the whole log); turns by session and start (the latest turn),
+and each turn's first seq (a turn's events are read from there)
 
 Revision ID: 0021
 Revises: 0020
@@ -29,8 +30,12 @@ def upgrade() -> None:
         postgresql_where=ANCHOR_TYPES,
     )
     op.create_index("ix_turns_session_started", "turns", ["session_id", "started_at"])
+    with op.batch_alter_table("turns") as batch:
+        batch.add_column(sa.Column("first_seq", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("turns") as batch:
+        batch.drop_column("first_seq")
     op.drop_index("ix_turns_session_started", table_name="turns")
     op.drop_index("ix_events_anchors", table_name="events")

@@ -208,6 +208,7 @@ class EventLog:
         """Record a running turn (held by ``worker_id`` until ``lease_until``) and append its
         opening events, in one transaction; returns them and the turn's epoch (0: new)."""
         async with self._db.write() as conn:
+            stored = await conn.run_sync(_insert, session_id, events, turn_id)
             await conn.execute(
                 insert(TurnRow).values(
                     id=turn_id,
@@ -218,9 +219,9 @@ class EventLog:
                     worker_id=worker_id,
                     lease_until=lease_until,
                     job=job,
+                    first_seq=stored[0].seq,
                 )
             )
-            stored = await conn.run_sync(_insert, session_id, events, turn_id)
             await conn.run_sync(self._notify_others, session_id)
         self.notifier.notify(session_id, stored)
         return stored, 0
@@ -237,19 +238,20 @@ class EventLog:
         limit: int | None = None,
         turn_id: str | None = None,
     ) -> list[StoredEvent]:
-        """Events with ``seq > after`` in order, optionally of one turn only."""
-        query = (
-            _columns()
-            .where(EventRow.session_id == session_id, EventRow.seq > after)
-            .order_by(EventRow.seq)
-        )
-        if turn_id is not None:
-            query = query.where(EventRow.turn_id == turn_id)
-        if limit is not None:
-            query = query.limit(limit)
-        return await self._db.run_read(
-            lambda conn: [StoredEvent(**row._asdict()) for row in conn.execute(query)]
-        )
+        """Events with ``seq > after`` in order, optionally of one turn only (read from the
+        turn's first event on: a turn's read does not grow with its session's age)."""
+
+        def fetch(conn: Connection) -> list[StoredEvent]:
+            start = after
+            if turn_id is not None:
+                first = conn.scalar(select(TurnRow.first_seq).where(TurnRow.id == turn_id))
+                start = max(after, (first or 1) - 1)
+            query = _columns().where(EventRow.session_id == session_id, EventRow.seq > start)
+            if turn_id is not None:
+                query = query.where(EventRow.turn_id == turn_id)
+            return _events(conn, query if limit is None else query.limit(limit))
+
+        return await self._db.run_read(fetch)
 
     async def read_context(self, session_id: str) -> list[StoredEvent]:
         """What a turn reads of its session, in seq order: the latest ``history_summarised``

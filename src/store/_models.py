@@ -107,6 +107,9 @@ class TurnRow(Base):
     # Bumped when a worker takes the turn over: its appends made under an older epoch (a
     # stale worker's late writes) are refused in the transaction that numbers them.
     epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The seq of the turn's first event: a read of one turn's events starts there instead
+    # of scanning the session from its start (NULL: a turn opened before it was recorded).
+    first_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
 
 
 ANCHOR_TYPES = text("type IN ('history_summarised', 'context_loaded')")

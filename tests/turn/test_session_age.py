@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from sqlalchemy import select
 
 from context import conversation
 from events import ContextLoaded, UserMessage
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import Store, StoredEvent
+from store._models import TurnRow
 from tools import ToolContext, ToolRegistry
 from turn import Turn, TurnKit, run_turn
 
@@ -186,3 +188,26 @@ async def test_a_message_looks_up_only_the_latest_turn(store: Store) -> None:
     latest = await store.sessions.latest_turn(session_id)
     assert latest is not None and latest.id == ids[-1]
     assert await waiting_turn(store, session_id) is None  # running, not suspended
+
+
+async def test_a_turn_s_events_are_read_from_its_first_event(store: Store) -> None:
+    """``read(turn_id=...)`` starts at the turn's first seq (kept on its row), so reading
+    one turn of an old session does not scan the session from its start."""
+    from events import TextDelta
+
+    session_id = str(uuid.uuid4())
+    await store.sessions.create(org_id=ORG, user_id="ada", session_id=session_id, title=None)
+    await store.log.append(session_id, [TextDelta(delta="old")] * 50)
+    turn_id = str(uuid.uuid4())
+    opened, _ = await store.log.open_turn(
+        session_id, [UserMessage(message_id="m", text="hi")], turn_id=turn_id, trace_id="t"
+    )
+    await store.log.append(session_id, [TextDelta(delta="new")], turn_id=turn_id)
+    async with store.db.read() as conn:
+        first = await conn.scalar(select(TurnRow.first_seq).where(TurnRow.id == turn_id))
+    assert first == opened[0].seq == 51
+
+    events = await store.log.read(session_id, turn_id=turn_id)
+
+    assert [(e.seq, e.type) for e in events] == [(51, "user_message"), (52, "text_delta")]
+    assert [e.seq for e in await store.log.read(session_id, turn_id=turn_id, after=51)] == [52]
