@@ -43,6 +43,15 @@ from context._layout import PromptParts, executor_request, layout_request, prefi
 from context._order import order_messages
 from context._report import BudgetReport, SectionUsage
 from context._sections import Cut, Item, SectionFill
+from context._session_detail import (
+    OUTPUT_CAP_CHARS,
+    ArtifactRef,
+    CallDetail,
+    CallStatus,
+    MessageDetail,
+    StepDetail,
+    session_messages,
+)
 from context._session_report import (
     Compression,
     SessionBudgetReport,
@@ -71,17 +80,22 @@ __all__ = [
     "KNOWLEDGE",
     "KNOWLEDGE_SOURCE_TOKENS",
     "MERGER_BUDGET",
+    "OUTPUT_CAP_CHARS",
     "PLANNER_BUDGET",
     "PROFILE_SECTION",
+    "ArtifactRef",
     "BudgetConfigError",
     "BudgetReport",
     "Budgets",
+    "CallDetail",
+    "CallStatus",
     "Compression",
     "Cut",
     "EncodingIntegrityError",
     "History",
     "HistoryEntry",
     "Item",
+    "MessageDetail",
     "PromptParts",
     "RoleBudget",
     "SectionFill",
@@ -93,6 +107,7 @@ __all__ = [
     "SourceRequest",
     "SourceScope",
     "SourceUsage",
+    "StepDetail",
     "TokenCounter",
     "TurnBudget",
     "UnknownSourceError",
@@ -126,5 +141,6 @@ __all__ = [
     "prefix_ratio",
     "read_session_budget",
     "render_message",
+    "session_messages",
     "user_data_tag",
 ]

@@ -6,12 +6,13 @@ import asyncio
 import weakref
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from litestar import Request
 from litestar.di import NamedDependency
 from pydantic import BaseModel, ConfigDict, Field
 
+from context import OUTPUT_CAP_CHARS, CallStatus
 from egress import PUBLIC_ONLY, EgressPolicy
 from fleet import (
     HANDLE_PATTERN,
@@ -183,9 +184,82 @@ class SessionPage(BaseModel):
     )
 
 
+class ToolErrorOut(BaseModel):
+    code: str = Field(description="A stable error code (API.md), e.g. not_found, rejected_by_user.")
+    message: str
+    hint: str | None = None
+
+
+class ArtifactRefOut(BaseModel):
+    id: str
+    version: int
+    type: str
+    title: str
+
+
+class ToolCallOut(BaseModel):
+    """A tool call of a message, rebuilt from the log (``context.session_messages``)."""
+
+    tool_use_id: str
+    tool: str
+    input: dict[str, Any]
+    status: CallStatus = Field(
+        description="running; ok or error (its result); pending_confirmation, pending_pick "
+        "or pending_answer (waiting for the user); rejected (by the user or an approver); "
+        "queued_for_approval (deferred: runs once approved, then ok or error); undone (a "
+        "write reversed by POST .../undo); expired (its wait ran out); cancelled (its turn "
+        "ended without a result)."
+    )
+    output: Any = Field(
+        default=None,
+        description=f"The result, when its compact JSON is at most {OUTPUT_CAP_CHARS} "
+        "characters; else null and output_truncated (the raw log has it whole).",
+    )
+    output_summary: str | None = Field(
+        default=None, description="When output_truncated: the start of the output's JSON."
+    )
+    output_truncated: bool = False
+    output_chars: int = Field(default=0, description="Length of the output's compact JSON.")
+    error: ToolErrorOut | None = None
+    step_id: str | None = Field(default=None, description="The plan step it ran in.")
+    step_goal: str | None = None
+    decision: str | None = Field(
+        default=None, description="The user's or approver's answer, if it needed one."
+    )
+    undone_by: str | None = Field(default=None, description="The undo's tool_use_id.")
+    artifacts: list[ArtifactRefOut] = Field(
+        default_factory=list, description="Artifacts it created or revised."
+    )
+
+
+class StepOut(BaseModel):
+    """A plan step of the message's turn (its calls name it by ``step_id``)."""
+
+    step_id: str
+    goal: str
+    status: Literal["waiting", "running", "ok", "failed"]
+    text: str = Field(description="What the step streamed (text_delta with its step_id).")
+    summary: str | None = None
+    error_code: str | None = Field(default=None, description="Why a failed step failed.")
+    depends_on: list[str] = Field(default_factory=list)
+
+
 class MessageOut(BaseModel):
     role: str
     text: str
+    turn_id: str | None = None
+    seq: int = Field(
+        default=0, description="The log seq that ended it (its answer's message_done)."
+    )
+    complete: bool = Field(
+        default=True,
+        description="false: an assistant message whose answer is not (yet) whole: its turn "
+        "made tool calls, then waited for the user, failed or still runs.",
+    )
+    tool_calls: list[ToolCallOut] = Field(default_factory=list)
+    steps: list[StepOut] = Field(
+        default_factory=list, description="The plan's steps, on the message its plan began."
+    )
 
 
 class TurnOut(BaseModel):

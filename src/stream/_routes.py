@@ -13,11 +13,12 @@ from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
-from context import answer_text, conversation
+from context import CallDetail, MessageDetail, answer_text, session_messages
 from fleet import DEFAULT_HANDLE, AgentSetup
 from store import IdempotencyClaim, SessionRecord, StoredEvent
 from stream._agents import agent_or_404
 from stream._api import (
+    ArtifactRefOut,
     AuthedRequest,
     ChatRequest,
     ChatResponse,
@@ -29,6 +30,9 @@ from stream._api import (
     SessionDetail,
     SessionPage,
     SessionSummary,
+    StepOut,
+    ToolCallOut,
+    ToolErrorOut,
     Totals,
     TurnOut,
 )
@@ -355,7 +359,10 @@ def _summary(record: SessionRecord) -> SessionSummary:
     )
 
 
-@get("/v1/sessions/{session_id:str}", summary="Messages, turns, status and totals of a session")
+@get(
+    "/v1/sessions/{session_id:str}",
+    summary="Messages with their tool calls, turns, status and totals of a session",
+)
 async def session_detail(
     session_id: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> SessionDetail:
@@ -368,10 +375,7 @@ async def session_detail(
     return SessionDetail(
         **_summary(record).model_dump(),
         status=status,
-        messages=[
-            MessageOut(role=m.role, text=m.text)
-            for m in conversation(await store.log.read(record.id))
-        ],
+        messages=[_message_out(m) for m in session_messages(await store.log.read(record.id))],
         turns=[
             TurnOut(id=t.id, status=t.status, started_at=t.started_at, finished_at=t.finished_at)
             for t in turns
@@ -384,6 +388,43 @@ async def session_detail(
             cost_usd_micros=totals.cost_usd_micros,
         ),
     )
+
+
+def _message_out(message: MessageDetail) -> MessageOut:
+    return MessageOut(
+        role=message.role,
+        text=message.text,
+        turn_id=message.turn_id,
+        seq=message.seq,
+        complete=message.complete,
+        tool_calls=[_call_out(c) for c in message.tool_calls],
+        steps=[
+            StepOut(
+                step_id=s.step_id, goal=s.goal, status=s.status, text=s.text, summary=s.summary,
+                error_code=s.error_code, depends_on=list(s.depends_on),
+            )
+            for s in message.steps
+        ],
+    )  # fmt: skip
+
+
+def _call_out(call: CallDetail) -> ToolCallOut:
+    error = call.error
+    return ToolCallOut(
+        tool_use_id=call.tool_use_id, tool=call.tool, input=call.input, status=call.status,
+        output=call.output, output_summary=call.output_summary,
+        output_truncated=call.output_truncated, output_chars=call.output_chars,
+        error=ToolErrorOut(
+            code=str(error.get("code", "error")), message=str(error.get("message", "")),
+            hint=error.get("hint"),
+        ) if error is not None else None,
+        step_id=call.step_id, step_goal=call.step_goal, decision=call.decision,
+        undone_by=call.undone_by,
+        artifacts=[
+            ArtifactRefOut(id=a.artifact_id, version=a.version, type=a.artifact_type, title=a.title)
+            for a in call.artifacts
+        ],
+    )  # fmt: skip
 
 
 def _event_out(event: StoredEvent) -> EventOut:

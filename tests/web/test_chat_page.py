@@ -245,16 +245,26 @@ async def test_complex_plan(page: Page, bosun: Bosun) -> None:
     await expect(page.locator(".answer")).to_have_text(MERGED)
     await expect(page.locator(".turn-usage")).to_have_text("5,588 tokens · $0.00")
 
-    # Reopened from the sidebar, the session looks as it did live.
-    live_text = await page.locator("#transcript").inner_text()
-    live_ids = await rendered_ids(page)
+    # Reopened from the sidebar, the session is drawn from its detail (GET
+    # /v1/sessions/{id}): the same steps with their text, their tool calls collapsed, and
+    # the answer.
     opened = await session_id(page)
     await page.locator("#new-chat").click()
     await expect(page.locator(".turn")).to_have_count(0)
     await page.locator(f"button.session[data-session-id='{opened}']").click()
-    await expect(page.locator(".answer")).to_have_text(MERGED)
-    assert await page.locator("#transcript").inner_text() == live_text
-    assert await rendered_ids(page) == live_ids
+    await expect(page.locator(".turn.past .answer")).to_have_text(MERGED)
+    for step_id in ("s1", "s2", "s3"):
+        await expect(step(step_id)).to_have_attribute("data-status", "ok")
+    await expect(step("s3").locator(".step-deps")).to_have_text("after s1, s2")
+    await expect(step("s1").locator(".step-text")).to_have_text(
+        "Priya Natarajan is an active member who prefers early mornings."
+    )
+    found = step("s1").locator("details.call")
+    await expect(found.locator(".tool-name")).to_have_text("members.search")
+    await expect(found).to_have_attribute("data-status", "ok")
+    assert await found.evaluate("node => node.open") is False
+    await expect(step("s2").locator("details.call .tool-name")).to_have_text("tasks.list")
+    await expect(page.locator(".turn-status")).to_have_text("Done")
 
 
 async def test_partial_answer(page: Page, bosun: Bosun) -> None:

@@ -13,6 +13,7 @@ const RETRY_DELAYS_MS = [300, 600, 1200, 2500, 5000];
 const MAX_RETRIES = 20;
 const APPROVALS_POLL_MS = 5000;
 const MANAGERS = new Set(["owner", "staff"]);
+const LIVE_STATUSES = new Set(["running", "suspended"]); // replayed from the log, not the detail
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -339,7 +340,9 @@ function openedSession(sessionId) {
   rememberSession();
 }
 
-/** Show a past session as it was streamed (its log through the same renderer), then
+/** Show a past session: one whose turns have all ended from its detail (messages with
+ * their tool calls, collapsed); one with a turn running or waiting for the user as it was
+ * streamed (its log through the live renderer, so its questions keep their buttons), then
  * follow it if a turn of it is still running. */
 async function openSession(sessionId) {
   stopFollowing();
@@ -353,7 +356,7 @@ async function openSession(sessionId) {
   setLoading(true);
   let running = false;
   try {
-    running = await readLog(sessionId, view);
+    running = await readSession(sessionId, view);
   } finally {
     if (view === state.view) setLoading(false);
   }
@@ -362,12 +365,30 @@ async function openSession(sessionId) {
   ui.message.focus();
 }
 
-/** Render the session's whole log; whether a turn of it is still running. The status is
- * read first: a turn that ends while the log is read is then still re-attached to, which
- * replays its tail (read after the log, its last events would be lost). */
-async function readLog(sessionId, view) {
+/** Draw the session; whether a turn of it is still running. The detail is read first: a
+ * turn that ends while the log is read is then still re-attached to, which replays its
+ * tail (read after the log, its last events would be lost). */
+async function readSession(sessionId, view) {
   const base = `/v1/sessions/${encodeURIComponent(sessionId)}`;
   const { data: detail } = await api("GET", base);
+  if (view !== state.view) return false;
+  if (detail && !LIVE_STATUSES.has(detail.status)) {
+    const artifact = (id, version) => loadArtifact(base, id, version);
+    await transcript.showPast(detail, artifact, () => view === state.view);
+    return false;
+  }
+  return readLog(base, view, detail);
+}
+
+/** A delivered artifact with its payload (null if it cannot be read). */
+async function loadArtifact(base, id, version) {
+  const query = version ? `?version=${encodeURIComponent(version)}` : "";
+  const { data } = await api("GET", `${base}/artifacts/${encodeURIComponent(id)}${query}`);
+  return data ?? null;
+}
+
+/** Render the session's whole log through the live renderer. */
+async function readLog(base, view, detail) {
   for (;;) {
     const { data, error } = await api("GET", `${base}/events?after=${transcript.lastId}`);
     if (view !== state.view) return false;

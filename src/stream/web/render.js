@@ -3,6 +3,7 @@
 // or user string goes in through textContent, never as HTML.
 
 import { agentMessageCard, artifactSavedNote } from "./artifacts.js";
+import { DONE_TEXT, drawDetail } from "./detail.js";
 
 /** A short human text per stable error code (docs/api.md); unknown codes show the server's. */
 export const ERROR_TEXT = {
@@ -39,14 +40,6 @@ export const ERROR_TEXT = {
 const UNDO_WINDOW_MS = 15_000;
 const MAX_JSON_CHARS = 4_000;
 const STRATEGY_TEXT = { simple: "Direct answer", tool: "Tool plan", complex: "Complex plan" };
-const DONE_TEXT = {
-  completed: "Done",
-  suspended: "Waiting for your answer",
-  failed: "Failed",
-  cancelled: "Cancelled",
-  expired: "Expired: the question went unanswered",
-  superseded: "Superseded by a newer message",
-};
 const DECISION_TEXT = { approved: "Approved", rejected: "Rejected", answered: "Answered" };
 
 /** Build an element: `h("p.note", {dataset: {x: 1}}, "text", child)`. */
@@ -171,6 +164,21 @@ export class Transcript {
     const stick = this.#nearBottom();
     this.#render(event.type, event.data ?? {}, id, at);
     if (stick) this.root.scrollTop = this.root.scrollHeight;
+    return true;
+  }
+
+  /** Draw a past session from its detail (`GET /v1/sessions/{id}`: messages with their
+   * tool calls) instead of replaying its log; `artifact(id, version)` loads a delivered
+   * artifact. Nothing is drawn once `current()` says the page moved on. Live events
+   * (a new turn) then follow the detail's `last_seq`. */
+  async showPast(detail, artifact, current = () => true) {
+    const box = h("div");
+    await drawDetail(h, box, detail, artifact);
+    if (!current()) return false;
+    this.root.append(...box.children);
+    this.lastId = Math.max(this.lastId, detail.last_seq ?? 0);
+    this.turn = null;
+    this.root.scrollTop = this.root.scrollHeight;
     return true;
   }
 
