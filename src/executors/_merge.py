@@ -105,16 +105,19 @@ async def merge(
     emit: Emit,
     budget: RoleBudget = MERGER_BUDGET,
     identity: str = "",
+    caller: str = "",
 ) -> MergeResult:
     """Write one answer from ``results`` for a ``complex`` plan, streamed as ``text_delta``
     without ``step_id``; emits the call's ``context_budget`` (role ``merger``) first.
-    ``identity`` is the agent profile's identity prompt (empty: none).
+    ``identity`` is the agent profile's identity prompt (empty: none), ``caller`` the
+    org/user block's line (``context.caller_block``; empty: none).
 
     A provider failure raises ``ModelError``: the turn fails with its code.
     """
     request, report = await _request(
-        MERGE_PROMPT, result_items(plan, results), user_text, view, budget, counter, identity
-    )
+        MERGE_PROMPT, result_items(plan, results), user_text, view, budget, counter,
+        (identity, caller),
+    )  # fmt: skip
     emit(ContextBudget(role="merger", report=report.to_dict()))
     called = await call_model(model, request, on_text=lambda text: emit(TextDelta(delta=text)))
     return MergeResult.of(called, report)
@@ -130,13 +133,16 @@ async def answer(
     counter: TokenCounter,
     on_text: Callable[[str], None],
     identity: str = "",
+    caller: str = "",
 ) -> MergeResult:
     """Write a ``simple`` turn's answer from the session's ``knowledge`` (source name and
     text), streamed through ``on_text``; ``budget`` says how its prompt fitted (the caller
-    logs it), ``identity`` is the agent profile's identity prompt (empty: none). A
-    provider failure raises ``ModelError``."""
+    logs it), ``identity`` is the agent profile's identity prompt (empty: none), ``caller``
+    the org/user block's line. A provider failure raises ``ModelError``."""
     items = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in knowledge]
-    request, report = await _request(ANSWER_PROMPT, items, text, view, budget, counter, identity)
+    request, report = await _request(
+        ANSWER_PROMPT, items, text, view, budget, counter, (identity, caller)
+    )
     return MergeResult.of(await call_model(model, request, on_text=on_text), report)
 
 
@@ -147,11 +153,12 @@ async def _request(
     view: History,
     budget: RoleBudget,
     counter: TokenCounter,
-    identity: str,
+    who: tuple[str, str],
 ) -> tuple[ModelRequest, BudgetReport]:
-    """The writer's request: the agent's ``identity`` and ``prompt``, the conversation
-    ending with the user's message, and ``items`` as its data section, each fitted to its
-    share of ``budget``."""
+    """The writer's request: the agent's identity and ``prompt``, the caller's org/user
+    block (``who``: identity, caller), the conversation ending with the user's message,
+    and ``items`` as its data section, each fitted to its share of ``budget``."""
+    identity, caller = who
     system = fit_system(identity, prompt, budget.tokens("system"), counter=counter)
     section = await afit_section("results", budget.tokens("results"), items, counter=counter)
     conversation = fit_history(
@@ -162,6 +169,7 @@ async def _request(
         PromptParts(
             system=system.prompt,
             identity=system.identity,
+            caller=caller,
             knowledge=(section.text,) if section.text else (),
             history=tuple(older),
             task=current,

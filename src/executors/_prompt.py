@@ -81,10 +81,12 @@ def build_prompt(
     identity: str = "",
     instructions: str = EXECUTOR_PROMPT,
     user_data: SectionFill | None = None,
+    caller: str = "",
 ) -> StepPrompt:
     """Fit the agent's ``identity`` and ``instructions`` (``FORCED_PROMPT`` for a
     forced-tools loop), goal, tools and data into ``budget`` (system, task, tools, data);
-    tools that do not fit whole are listed by name and cannot be called."""
+    tools that do not fit whole are listed by name and cannot be called. ``caller``
+    opens the org/user block (``context.caller_block``)."""
     system = fit_system(identity, instructions, budget.tokens("system"), counter=counter)
     task = fit_text("task", budget.tokens("task"), goal, counter=counter)
     fills: list[SectionFill] = [system.fill, task]
@@ -106,6 +108,7 @@ def build_prompt(
         identity=system.identity,
         tools=fitted.specs if fitted else (),
         tool_listing=fitted.listing if fitted else "",
+        caller=caller,
         user_data=user_data.text if user_data is not None else "",
         knowledge=knowledge,
         task=task.text,
