@@ -10,7 +10,7 @@ budget report shows each call's hit ratio and flags prompts below the model's mi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from bosun_demo import seed_demo
 from conftest import DEMO, JWT_SECRET, OPEN_EGRESS, Server
 from helpers import stream_turn
 from providers import TokenUsage, ToolCall, cost_usd_micros
+from providers._anthropic import AnthropicModel
 from providers._fake_anthropic import SSE_HEADERS
 from providers._fake_server import Exchange
 from providers.fake import FakeProvider, FakeServer, PromptCache, anthropic_reply
@@ -100,7 +101,9 @@ def provider() -> Iterator[FakeServer]:
         yield started
 
 
-def served(db_url: str, provider: FakeServer) -> Server:
+@pytest.fixture
+async def served(db_url: str, provider: FakeServer) -> AsyncIterator[Server]:
+    """The app over HTTP with one Anthropic model for every role, closed afterwards."""
     settings = Settings(
         database_url=db_url, jwt_secret=JWT_SECRET, toolsets=[DEMO],
         limits={"requests_per_minute": 0, "tokens_per_minute": 0},  # type: ignore[arg-type]
@@ -110,7 +113,11 @@ def served(db_url: str, provider: FakeServer) -> Server:
         providers={"anthropic_api_key": "test-key", "anthropic_base_url": provider.url,
                    "max_retries": 0},  # type: ignore[arg-type]
     )  # fmt: skip
-    return Server(settings, build_models(settings))
+    models = build_models(settings)
+    async with Server(settings, models) as server:
+        yield server
+    assert isinstance(models.executor, AnthropicModel)
+    await models.executor.aclose()  # one instance serves every role
 
 
 def marks(body: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
@@ -127,23 +134,22 @@ def marks(body: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
 
 
 async def test_a_chat_carries_four_marks_and_reads_its_prompts_from_the_cache(
-    db_url: str, provider: FakeServer
+    served: Server, provider: FakeServer
 ) -> None:
-    async with served(db_url, provider) as server:
-        await seed_demo(server.store, ORG)
-        headers = server.auth(org=ORG, role="owner")
-        session: dict[str, str] = {}
-        for turn in range(1, 7):
-            frames = await stream_turn(
-                server.client, {"message": f"Tell me about Sam Rivera ({turn})", **session},
-                headers,
-            )  # fmt: skip
-            assert frames[-1].data["status"] == "completed", frames[-1].data
-            session = {"session_id": frames[0].data["session_id"]}
-        log = await server.store.log.read(session["session_id"])
-        report = (
-            await server.client.get(f"/v1/sessions/{session['session_id']}/budget", headers=headers)
-        ).json()
+    server = served
+    await seed_demo(server.store, ORG)
+    headers = server.auth(org=ORG, role="owner")
+    session: dict[str, str] = {}
+    for turn in range(1, 7):
+        frames = await stream_turn(
+            server.client, {"message": f"Tell me about Sam Rivera ({turn})", **session}, headers
+        )
+        assert frames[-1].data["status"] == "completed", frames[-1].data
+        session = {"session_id": frames[0].data["session_id"]}
+    log = await server.store.log.read(session["session_id"])
+    report = (
+        await server.client.get(f"/v1/sessions/{session['session_id']}/budget", headers=headers)
+    ).json()
 
     bodies = [r.json for r in provider.provider.requests]
     roles = [role_of(b) for b in bodies]
