@@ -152,7 +152,20 @@ def _turn_lines(number: int, turn: TurnBudget) -> list[str]:
     lines += _grid(_usage_rows(turn.usage))
     if turn.model_calls:
         lines += _grid(_model_call_rows(turn))
+    lines += _cacheable_lines(turn)
     return lines
+
+
+def _cacheable_lines(turn: TurnBudget) -> list[str]:
+    """A note for each call whose prompt was below its model's minimum cacheable length:
+    its cache marks did nothing, and no layout change will make them."""
+    return [
+        f"  note  model call {number} {call.role}: its prompt of "
+        f"{_n(call.figures.prompt_tokens)} tokens is below {call.model}'s minimum "
+        f"cacheable length of {_n(call.min_cacheable_tokens or 0)} tokens: never cached"
+        for number, call in enumerate(turn.model_calls, 1)
+        if call.below_min_cacheable
+    ]
 
 
 def _source_lines(turn: TurnBudget) -> list[str]:

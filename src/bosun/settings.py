@@ -55,7 +55,24 @@ class ProviderSettings(BaseModel):
     openai_compatible_api_key: SecretStr | None = None
     max_retries: int = Field(default=2, ge=0, le=10)
     timeout_s: float = Field(default=60.0, gt=0)
-    cache_ttl: Literal["5m", "1h"] = "5m"
+    cache_ttl: Literal["5m", "1h"] = Field(
+        default="1h",
+        description="Prompt-cache TTL of the stable breakpoints (tools, static system, "
+        "the org/user block); Anthropic only.",
+    )
+    tail_cache_ttl: Literal["5m", "1h"] = Field(
+        default="5m",
+        description="Prompt-cache TTL of the conversation breakpoints; at most cache_ttl.",
+    )
+
+    @model_validator(mode="after")
+    def _ttls_in_order(self) -> ProviderSettings:
+        if self.cache_ttl == "5m" and self.tail_cache_ttl == "1h":
+            raise ValueError(
+                "providers.tail_cache_ttl '1h' needs providers.cache_ttl '1h' (Anthropic "
+                "wants longer-lived breakpoints first)"
+            )
+        return self
 
 
 class PlannerSettings(BaseModel):

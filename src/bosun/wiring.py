@@ -36,6 +36,7 @@ def provider_config(settings: Settings) -> ProviderConfig:
         max_retries=p.max_retries,
         timeout_s=p.timeout_s,
         cache_ttl=p.cache_ttl,
+        tail_cache_ttl=p.tail_cache_ttl,
     )
 
 

@@ -39,7 +39,13 @@ from context._knowledge import (
     loads_from_log,
     loads_needed,
 )
-from context._layout import PromptParts, executor_request, layout_request, prefix_ratio
+from context._layout import (
+    PromptParts,
+    caller_block,
+    executor_request,
+    layout_request,
+    prefix_ratio,
+)
 from context._order import order_messages
 from context._report import BudgetReport, SectionUsage
 from context._sections import Cut, Item, SectionFill
@@ -118,6 +124,7 @@ __all__ = [
     "afit_section",
     "answer_text",
     "artifact_text",
+    "caller_block",
     "compress_history",
     "conversation",
     "covers",

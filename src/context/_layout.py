@@ -1,12 +1,15 @@
 """Lay a prompt out for provider prompt caching: stable sections first, volatile last.
 
 Order: tools → the agent's identity → static system prompt (+ the abbreviated tool
-listing) → per-user data → session knowledge → conversation → the current task. A
-provider caches a prefix up to a breakpoint, so the layout marks where each stability
-tier ends (at most 4 marks, which is Anthropic's limit): the tools, the static system
-part, the per-user part, and one message. Within an executor loop every request is the
-previous one plus new messages, so consecutive requests share a byte-identical prefix;
-``prefix_ratio`` measures it.
+listing) → the org/user block (who the call is for, then the agent's user data) →
+session knowledge → conversation → the current task. A provider caches a prefix up to a
+breakpoint, so the layout marks where each stability tier ends, using all 4 marks
+Anthropic allows: the tools, the static system part, the org/user block and the
+conversation tail. A call without tools spends the spare mark on the end of the
+conversation's earlier turns, so a turn reads the previous turn's prefix even when the
+tail moved too far for the provider's lookback. Within an executor loop every request is
+the previous one plus new messages, so consecutive requests share a byte-identical
+prefix; ``prefix_ratio`` measures it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from html import escape
 from typing import Any
 
 from providers import (
@@ -37,8 +41,9 @@ class PromptParts:
     ``identity`` is the agent profile's identity prompt: the first system block, inside
     the static tier's cached prefix, so it costs no cache mark of its own (empty: none).
     ``tool_listing`` is extra system text about tools (unused by executors, whose granted
-    tools are always sent whole); ``user_data``
-    is per-user and stable within a session (the profile); ``knowledge`` is the session's
+    tools are always sent whole); ``caller`` (``caller_block``) and ``user_data`` (the
+    profile) form the org/user block, stable for a user across sessions and within a
+    session; ``knowledge`` is the session's
     loaded context, append-only and oldest first; ``history`` the fitted conversation;
     ``task`` the current user message or step goal (a ``Message`` when ``fit_history``
     cut it).
@@ -48,6 +53,7 @@ class PromptParts:
     identity: str = ""
     tools: tuple[ToolSpec, ...] = ()
     tool_listing: str = ""
+    caller: str = ""
     user_data: str = ""
     knowledge: tuple[str, ...] = ()
     history: tuple[Message, ...] = ()
@@ -63,27 +69,40 @@ def _task(task: str | Message | None) -> list[Message]:
 def _system_blocks(parts: PromptParts) -> tuple[SystemBlock, ...]:
     static = [text for text in (parts.identity, parts.system, parts.tool_listing) if text]
     blocks = [SystemBlock(text=text, cache=i == len(static) - 1) for i, text in enumerate(static)]
-    if parts.user_data:
-        blocks.append(SystemBlock(text=parts.user_data, cache=True))
+    org_user = [text for text in (parts.caller, parts.user_data) if text]
+    blocks += [SystemBlock(text=t, cache=i == len(org_user) - 1) for i, t in enumerate(org_user)]
     if parts.knowledge:
         blocks.append(SystemBlock(text="\n\n".join(parts.knowledge)))
     return tuple(blocks)
 
 
+def caller_block(*, org_id: str, user_id: str, role: str) -> str:
+    """The org/user block's first line: who the call is for. Stable for a user in every
+    session, so the tier always exists (and carries its cache mark) even for an agent
+    without user data; it names ids and the role, which tools and answers may depend on
+    (what the caller may do), never the user's words."""
+    attrs = {"org": org_id, "user": user_id, "role": role}
+    return "<caller " + " ".join(f'{k}="{escape(v)}"' for k, v in attrs.items()) + "/>"
+
+
 def _request(
     parts: PromptParts,
     messages: list[Message],
-    mark: int | None,
+    marks: Sequence[int],
     *,
     max_tokens: int,
     tool_choice: str,
     response_schema: ResponseSchema | None,
 ) -> ModelRequest:
-    if mark is not None:
-        messages[mark] = replace(messages[mark], cache=True)
+    """The request with the tail mark on ``marks[0]`` and the spare on ``marks[1]`` when
+    the fixed tiers leave room for it."""
+    system = _system_blocks(parts)
+    fixed = bool(parts.tools) + sum(block.cache for block in system)
+    for index in marks[: max(MAX_CACHE_MARKS - fixed, 1)]:
+        messages[index] = replace(messages[index], cache=True)
     request = ModelRequest(
         messages=tuple(messages),
-        system=_system_blocks(parts),
+        system=system,
         tools=parts.tools,
         tool_choice=tool_choice,
         max_tokens=max_tokens,
@@ -101,18 +120,20 @@ def layout_request(
     tool_choice: str = "auto",
     response_schema: ResponseSchema | None = None,
 ) -> ModelRequest:
-    """A one-shot call (planner, merger): history is the stable prefix, the task is new.
+    """A one-shot call (direct answer, merger): history is the stable prefix, the task
+    is new.
 
-    The last history message carries the message mark, so the next turn, whose history
-    starts with this one's, reads it from the cache.
+    The tail (the task) carries the message mark, so the next turn, whose history ends
+    with this task and its answer, reads it from the cache; the spare mark, when there
+    is room, goes on the last history message, where the previous turn's tail was.
     """
     messages = [replace(m, cache=False) if m.cache else m for m in parts.history]
-    mark = len(messages) - 1 if messages else None
+    earlier = len(messages) - 1
     messages += _task(parts.task)
     return _request(
         parts,
         messages,
-        mark,
+        _tail_marks(len(messages) - 1, earlier),
         max_tokens=max_tokens,
         tool_choice=tool_choice,
         response_schema=response_schema,
@@ -134,11 +155,24 @@ def executor_request(
     """
     messages = [replace(m, cache=False) if m.cache else m for m in parts.history]
     messages += _task(parts.task)
+    fixed = len(messages) - 1
     messages += [replace(m, cache=False) if m.cache else m for m in loop]
-    mark = len(messages) - 1 if messages else None
     return _request(
-        parts, messages, mark, max_tokens=max_tokens, tool_choice=tool_choice, response_schema=None
+        parts,
+        messages,
+        _tail_marks(len(messages) - 1, fixed if loop else len(parts.history) - 1),
+        max_tokens=max_tokens,
+        tool_choice=tool_choice,
+        response_schema=None,
     )
+
+
+def _tail_marks(tail: int, spare: int) -> tuple[int, ...]:
+    """The message marks, tail first: the last message, then the spare if it is another
+    one (a negative index means there is no such message)."""
+    if tail < 0:
+        return ()
+    return (tail, spare) if 0 <= spare < tail else (tail,)
 
 
 def cache_marks(request: ModelRequest) -> int:

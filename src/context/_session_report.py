@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from context._report import BudgetReport
 from context._sections import Cut
+from providers import min_cacheable_tokens
 from store import Store, StoredEvent, TurnRecord
 
 USAGE_FIELDS = (
@@ -24,6 +25,7 @@ USAGE_FIELDS = (
     "output_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
+    "cache_write_1h_tokens",
     "cost_usd_micros",
 )
 
@@ -34,12 +36,14 @@ class UsageFigures:
 
     ``input_tokens`` excludes cache reads and writes (``providers.TokenUsage``), so the
     cache hit ratio is the share of cache reads in ``cache_read + input``.
+    ``cache_write_1h_tokens`` is the part of the writes with a 1-hour TTL (dearer).
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
     cost_usd_micros: int = 0
 
     @classmethod
@@ -50,6 +54,11 @@ class UsageFigures:
         return UsageFigures(
             **{name: getattr(self, name) + getattr(other, name) for name in USAGE_FIELDS}
         )
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The whole prompt: uncached input, cache reads and cache writes."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
     @property
     def cache_hit_ratio(self) -> float | None:
@@ -111,14 +120,33 @@ class SourceUsage:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CallUsage:
     """One model call's provider-reported usage (the ``usage`` event's ``calls``), so the
-    report shows each call's cache-hit ratio, not only the turn's."""
+    report shows each call's cache-hit ratio, not only the turn's, and whether its prompt
+    was shorter than the model's minimum cacheable length (kept beside its price): such a
+    prompt is never cached however it is marked."""
 
     role: str
     model: str
     figures: UsageFigures
 
+    @property
+    def min_cacheable_tokens(self) -> int | None:
+        """The model's minimum cacheable prefix (``None``: a model without a price)."""
+        return min_cacheable_tokens(self.model)
+
+    @property
+    def below_min_cacheable(self) -> bool:
+        least = self.min_cacheable_tokens
+        return least is not None and self.figures.prompt_tokens < least
+
     def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "model": self.model, **self.figures.to_dict()}
+        return {
+            "role": self.role,
+            "model": self.model,
+            **self.figures.to_dict(),
+            "prompt_tokens": self.figures.prompt_tokens,
+            "min_cacheable_tokens": self.min_cacheable_tokens,
+            "below_min_cacheable": self.below_min_cacheable,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

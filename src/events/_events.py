@@ -327,6 +327,7 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0  # the part of cache_write_tokens with a 1-hour TTL
     cost_usd_micros: int = 0
     cache_hit_ratio: float | None = None  # cache_read / (cache_read + input)
     by_role: dict[str, dict[str, int]] = field(default_factory=dict)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from context import EXECUTOR_BUDGET, Item, RoleBudget, TokenCounter, UserData
+from context import EXECUTOR_BUDGET, Item, RoleBudget, TokenCounter, UserData, caller_block
 from events import Event
 from providers import Model
 from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry, UserRole
@@ -154,3 +154,8 @@ class TurnScope:
     @property
     def role(self) -> UserRole:
         return self.ctx.role
+
+    @property
+    def caller(self) -> str:
+        """The org/user block's line for this turn's caller (``context.caller_block``)."""
+        return caller_block(org_id=self.ctx.org_id, user_id=self.ctx.user_id, role=self.role)

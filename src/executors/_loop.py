@@ -59,7 +59,7 @@ async def run_step(
     first.
     """
     user_data = await kit.user_data.load() if kit.user_data is not None else None
-    state = _fresh_state(step, kit, data, share, user_data)
+    state = _fresh_state(step, kit, data, share, user_data, caller=scope.caller)
     emit(ContextBudget(role="executor", report=state.prompt.report.to_dict(), step_id=step.id))
     env = StepEnv(
         step_id=step.id, kit=kit, scope=scope, emit=emit, final_answer=final_answer, goal=step.goal
@@ -88,7 +88,7 @@ async def resume_step(
     returns is what the resumed part spent (``tokens`` and ``tool_calls`` are the step's
     totals).
     """
-    state = _fresh_state(step, kit, data, share)
+    state = _fresh_state(step, kit, data, share, caller=scope.caller)
     state.messages = list(suspended.messages)
     state.tool_calls = suspended.tool_calls
     state.failed_tool_calls = suspended.failed_tool_calls
@@ -110,6 +110,8 @@ def _fresh_state(
     data: Sequence[Item],
     share: StepShare | None,
     user_data: SectionFill | None = None,
+    *,
+    caller: str = "",
 ) -> StepState:
     prompt = build_prompt(
         step_id=step.id,
@@ -122,6 +124,7 @@ def _fresh_state(
         instructions=FORCED_PROMPT if kit.forced else EXECUTOR_PROMPT,
         user_data=user_data,
         knowledge=kit.knowledge,
+        caller=caller,
     )
     share = share or StepShare()
     started = now()

@@ -109,17 +109,19 @@ async def merge(
     budget: RoleBudget = MERGER_BUDGET,
     identity: str = "",
     knowledge: Sequence[tuple[str, str]] = (),
+    caller: str = "",
 ) -> MergeResult:
     """Write one answer from ``results`` for a ``complex`` plan, streamed as ``text_delta``
     without ``step_id``; emits the call's ``context_budget`` (role ``merger``) first.
     ``identity`` is the agent profile's identity prompt (empty: none); ``knowledge`` the
-    session's loaded sources (name and text), sent whole.
+    session's loaded sources (name and text), sent whole; ``caller`` the org/user block's
+    line (``context.caller_block``; empty: none).
 
     A provider failure raises ``ModelError``: the turn fails with its code.
     """
     items = result_items(plan, results)
     request, report = await _request(
-        MERGE_PROMPT, items, user_text, view, budget, counter, identity, knowledge
+        MERGE_PROMPT, items, user_text, view, budget, counter, (identity, caller), knowledge
     )
     emit(ContextBudget(role="merger", report=report.to_dict()))
     called = await call_model(model, request, on_text=lambda text: emit(TextDelta(delta=text)))
@@ -136,13 +138,14 @@ async def answer(
     counter: TokenCounter,
     on_text: Callable[[str], None],
     identity: str = "",
+    caller: str = "",
 ) -> MergeResult:
     """Write a ``simple`` turn's answer from the session's ``knowledge`` (source name and
     text), streamed through ``on_text``; ``budget`` says how its prompt fitted (the caller
-    logs it), ``identity`` is the agent profile's identity prompt (empty: none). A
-    provider failure raises ``ModelError``."""
+    logs it), ``identity`` is the agent profile's identity prompt (empty: none), ``caller``
+    the org/user block's line. A provider failure raises ``ModelError``."""
     request, report = await _request(
-        ANSWER_PROMPT, [], text, view, budget, counter, identity, knowledge
+        ANSWER_PROMPT, [], text, view, budget, counter, (identity, caller), knowledge
     )
     return MergeResult.of(await call_model(model, request, on_text=on_text), report)
 
@@ -154,12 +157,14 @@ async def _request(
     view: History,
     budget: RoleBudget,
     counter: TokenCounter,
-    identity: str,
+    who: tuple[str, str],
     knowledge: Sequence[tuple[str, str]],
 ) -> tuple[ModelRequest, BudgetReport]:
-    """The writer's request: the agent's ``identity`` and ``prompt``, the conversation
-    ending with the user's message, the session's ``knowledge`` whole, and ``items`` as
-    its results section, each fitted to its share of ``budget``."""
+    """The writer's request: the agent's identity and ``prompt``, the caller's org/user
+    block (``who``: identity, caller), the conversation ending with the user's message,
+    the session's ``knowledge`` whole, and ``items`` as its results section, each fitted
+    to its share of ``budget``."""
+    identity, caller = who
     system = fit_system(identity, prompt, budget.tokens("system"), counter=counter)
     fills = [system.fill]
     texts: list[str] = []
@@ -178,6 +183,7 @@ async def _request(
         PromptParts(
             system=system.prompt,
             identity=system.identity,
+            caller=caller,
             knowledge=tuple(text for text in texts if text),
             history=tuple(older),
             task=current,

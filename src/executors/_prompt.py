@@ -85,11 +85,13 @@ def build_prompt(
     instructions: str = EXECUTOR_PROMPT,
     user_data: SectionFill | None = None,
     knowledge: Sequence[Item] = (),
+    caller: str = "",
 ) -> StepPrompt:
     """Fit the agent's ``identity`` and ``instructions`` (``FORCED_PROMPT`` for a
     forced-tools loop), goal, tools, the turn's ``knowledge`` and the step's ``data`` into
     ``budget``. Every granted tool and every knowledge item is sent whole (their section
-    grows, with an ``overrun`` cut, when they do not fit); only ``data`` is abbreviated."""
+    grows, with an ``overrun`` cut, when they do not fit); only ``data`` is abbreviated.
+    ``caller`` opens the org/user block (``context.caller_block``)."""
     system = fit_system(identity, instructions, budget.tokens("system"), counter=counter)
     task = fit_text("task", budget.tokens("task"), goal, counter=counter)
     fills: list[SectionFill] = [system.fill, task]
@@ -115,6 +117,7 @@ def build_prompt(
         system=system.prompt,
         identity=system.identity,
         tools=fitted.specs if fitted else (),
+        caller=caller,
         user_data=user_data.text if user_data is not None else "",
         knowledge=tuple(text for text in texts if text),
         task=task.text,

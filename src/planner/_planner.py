@@ -284,7 +284,12 @@ class _Calls:
         self.model_name = model.name
 
     async def ask(self, request_text: str, replies: list[str], problems: list[str]) -> str:
-        messages = [*self._history, Message.user(request_text)]
+        # The tail mark goes on the history's last message: the previous turn's planner
+        # call wrote the prefix just before it, so this one reads that and writes its own.
+        history = [replace(m, cache=False) for m in self._history]
+        if history:
+            history[-1] = replace(history[-1], cache=True)
+        messages = [*history, Message.user(request_text)]
         for reply in replies:  # the repair round shows the model its invalid answer
             messages += [Message.assistant(reply), Message.user(render_repair(problems))]
         request = ModelRequest(

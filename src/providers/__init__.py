@@ -29,7 +29,7 @@ from providers._model import (
     ToolResult,
     ToolSpec,
 )
-from providers._prices import PRICES, cost_usd_micros
+from providers._prices import PRICES, cost_usd_micros, min_cacheable_tokens
 from providers._spec import model_from_spec, provider_of
 from providers._testing import FunctionModel, Reply, ScriptedModel, ScriptExhaustedError
 
@@ -77,6 +77,7 @@ __all__ = [
     "ToolSpec",
     "call_model",
     "cost_usd_micros",
+    "min_cacheable_tokens",
     "model_from_spec",
     "provider_of",
 ]

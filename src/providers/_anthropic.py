@@ -89,7 +89,12 @@ class AnthropicModel:
             ) from exc
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
-        params = build_params(request, model=self._model, cache_ttl=self._config.cache_ttl)
+        params = build_params(
+            request,
+            model=self._model,
+            cache_ttl=self._config.cache_ttl,
+            tail_cache_ttl=self._config.tail_cache_ttl,
+        )
         schema = request.response_schema
         state = StreamState(model=self._model, schema_tool=schema.name if schema else None)
         try:

@@ -37,9 +37,17 @@ Cacheable = ContentBlockParam | ToolParam
 
 
 def build_params(
-    request: ModelRequest, *, model: str, cache_ttl: CacheTTL = "5m"
+    request: ModelRequest,
+    *,
+    model: str,
+    cache_ttl: CacheTTL = "1h",
+    tail_cache_ttl: CacheTTL = "5m",
 ) -> MessageCreateParamsStreaming:
     """The streaming ``messages.create`` arguments for ``request``.
+
+    Breakpoints on tools and system blocks (stable across calls) get ``cache_ttl``, those
+    on messages (the conversation, which moves every call) ``tail_cache_ttl``; the API
+    wants longer TTLs first, which this order gives when ``cache_ttl`` is the longer.
 
     Raises ``ModelError("provider_invalid_request")`` for a conversation Anthropic would
     reject anyway (a tool call in a user message, a tool result in an assistant one).
@@ -51,12 +59,12 @@ def build_params(
     system = [TextBlockParam(type="text", text=b.text) for b in sent_system]
     messages, message_marks = _messages(request.messages)
 
-    marks: list[Cacheable] = []
+    marks: list[tuple[Cacheable, CacheTTL]] = []
     if request.cache_tools and tools:
-        marks.append(tools[-1])
-    marks += [block for block, b in zip(system, sent_system, strict=True) if b.cache]
-    marks += message_marks
-    _place_breakpoints(marks, cache_ttl)
+        marks.append((tools[-1], cache_ttl))
+    marks += [(block, cache_ttl) for block, b in zip(system, sent_system, strict=True) if b.cache]
+    marks += [(block, tail_cache_ttl) for block in message_marks]
+    _place_breakpoints(marks)
 
     params = MessageCreateParamsStreaming(
         model=model, max_tokens=request.max_tokens, messages=messages, stream=True
@@ -69,13 +77,14 @@ def build_params(
     return params
 
 
-def _place_breakpoints(marks: list[Cacheable], ttl: CacheTTL) -> None:
+def _place_breakpoints(marks: list[tuple[Cacheable, CacheTTL]]) -> None:
     """Put ``cache_control`` on the last ``MAX_CACHE_BREAKPOINTS`` marked blocks.
 
     The last ones win because a breakpoint caches the whole prefix before it: the latest
     breakpoints cover the most, the earlier ones only save a re-write when the tail moves.
+    The TTL is the GA ``ttl`` field (SDK ``CacheControlEphemeralParam``): no beta header.
     """
-    for block in marks[-MAX_CACHE_BREAKPOINTS:]:
+    for block, ttl in marks[-MAX_CACHE_BREAKPOINTS:]:
         block["cache_control"] = CacheControlEphemeralParam(type="ephemeral", ttl=ttl)
 
 

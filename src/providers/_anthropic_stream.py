@@ -95,6 +95,7 @@ def fold(state: StreamState, event: RawMessageStreamEvent) -> Fold:
     match event:
         case RawMessageStartEvent():
             usage = event.message.usage
+            split = usage.cache_creation  # by TTL; only message_start carries it
             return replace(
                 state,
                 model=event.message.model or state.model,
@@ -103,6 +104,7 @@ def fold(state: StreamState, event: RawMessageStreamEvent) -> Fold:
                     output_tokens=usage.output_tokens,
                     cache_read_tokens=usage.cache_read_input_tokens or 0,
                     cache_write_tokens=usage.cache_creation_input_tokens or 0,
+                    cache_write_1h_tokens=split.ephemeral_1h_input_tokens if split else 0,
                 ),
             ), []
         case RawContentBlockStartEvent():
@@ -172,6 +174,7 @@ def _arguments(text: str) -> dict[str, Any] | None:
 def _message_delta(state: StreamState, event: RawMessageDeltaEvent) -> StreamState:
     usage = event.usage  # cumulative: the last message_delta wins
     before = state.usage
+    written = _pick(usage.cache_creation_input_tokens, before.cache_write_tokens)
     return replace(
         state,
         raw_stop_reason=event.delta.stop_reason or state.raw_stop_reason,
@@ -179,7 +182,8 @@ def _message_delta(state: StreamState, event: RawMessageDeltaEvent) -> StreamSta
             input_tokens=_pick(usage.input_tokens, before.input_tokens),
             output_tokens=usage.output_tokens,
             cache_read_tokens=_pick(usage.cache_read_input_tokens, before.cache_read_tokens),
-            cache_write_tokens=_pick(usage.cache_creation_input_tokens, before.cache_write_tokens),
+            cache_write_tokens=written,
+            cache_write_1h_tokens=min(before.cache_write_1h_tokens, written),
         ),
     )
 

@@ -1,4 +1,4 @@
-"""Provider settings the adapters need: keys, endpoints, retries, timeouts, cache TTL.
+"""Provider settings the adapters need: keys, endpoints, retries, timeouts, cache TTLs.
 
 A key or URL left unset falls back to the SDK's own environment variable
 (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``).
@@ -21,4 +21,13 @@ class ProviderConfig:
     openai_compatible_api_key: str | None = None
     max_retries: int = 2
     timeout_s: float = 60.0
-    cache_ttl: CacheTTL = "5m"
+    cache_ttl: CacheTTL = "1h"  # the stable marks: tools, static system, org/user block
+    tail_cache_ttl: CacheTTL = "5m"  # the conversation marks, which move every call
+
+    def __post_init__(self) -> None:
+        # Anthropic rejects a request whose 1-hour breakpoints follow a 5-minute one.
+        if self.cache_ttl == "5m" and self.tail_cache_ttl == "1h":
+            raise ValueError(
+                "tail_cache_ttl '1h' needs cache_ttl '1h': longer-lived breakpoints must "
+                "come first in the prompt; raise cache_ttl or lower tail_cache_ttl"
+            )

@@ -16,12 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from providers._fake_server import Exchange, json_exchange, sse_frames, transcript_chunks
 from providers._model import TokenUsage, ToolCall
+from providers._prices import price_for
 
 SSE_HEADERS = (("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache"))
 
@@ -46,23 +48,34 @@ class PromptCache:
 
     A request's prompt is its blocks in the API's cache order (each tool, each system
     block, each message content block). Every ``cache_control`` breakpoint writes the
-    prefix up to it; a later request reads the longest prefix it shares with a written
-    one, found at or up to 20 blocks before one of its own breakpoints (the API's
-    lookback). Tokens are estimated at 4 characters each (``min_tokens``: prefixes
-    shorter than this are not cached, like the API's minimum). So usage is derived from
-    what was actually sent: a changed prefix reads nothing, a repeated one reads it all.
+    prefix up to it (keyed by the hash of the canonical prefix) for its ``ttl`` ("5m" when
+    none is given); a later request reads the longest live prefix it shares with a
+    written one, found at or up to 20 blocks before one of its own breakpoints (the API's
+    lookback), and a read refreshes the entry's TTL. Tokens are estimated at 4 characters
+    each; a prefix shorter than ``min_tokens`` is not cached, like the API's minimum
+    (``None``: the request model's minimum cacheable length from the price table, 0 for
+    an unknown model; the default 0 caches every marked prefix). So usage is derived
+    from what was actually sent: a changed prefix reads nothing, a repeated one reads it
+    all, and each written token is counted under the TTL of the breakpoint that wrote it
+    (``cache_write_1h_tokens`` for "1h").
+    ``clock`` (seconds, monotonic) lets a test age the cache.
     """
 
     LOOKBACK = 20
+    TTL_S: ClassVar[dict[str, float]] = {"5m": 300.0, "1h": 3600.0}
 
-    def __init__(self, *, min_tokens: int = 0) -> None:
+    def __init__(
+        self, *, min_tokens: int | None = 0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.min_tokens = min_tokens
-        self._written: set[str] = set()
+        self.clock = clock
+        self._entries: dict[str, tuple[float, float]] = {}  # prefix hash -> (expiry, TTL)
         self._lock = threading.Lock()
 
     def usage(self, body: Any, output_tokens: int) -> TokenUsage:
         """The usage of one request with ``body`` (and remember what it wrote)."""
-        blocks = _cache_blocks(body if isinstance(body, dict) else {})
+        body = body if isinstance(body, dict) else {}
+        blocks = _cache_blocks(body)
         keys, sizes, total = [], [], 0
         digest = hashlib.sha256()
         for text, _ in blocks:
@@ -70,30 +83,60 @@ class PromptCache:
             keys.append(digest.copy().hexdigest())
             total += -(-len(text) // 4)
             sizes.append(total)
-        marks = [i for i, (_, marked) in enumerate(blocks) if marked]
+        marks = {i: ttl for i, (_, ttl) in enumerate(blocks) if ttl is not None}
+        least = self._least(body)
         with self._lock:
-            hit = max(
-                (j for b in marks for j in range(max(b - self.LOOKBACK, 0), b + 1)
-                 if keys[j] in self._written),
-                default=-1,
-            )  # fmt: skip
-            last = marks[-1] if marks else -1
-            for b in marks:
-                if sizes[b] >= self.min_tokens:
-                    self._written.add(keys[b])
-        read = sizes[hit] if hit >= 0 else 0
-        write = sizes[last] - read if last > hit and sizes[last] >= self.min_tokens else 0
+            now = self.clock()
+            hit = self._hit(keys, marks, now)
+            read = sizes[hit] if hit >= 0 else 0
+            written, written_1h = 0, 0
+            for b, ttl in marks.items():
+                if sizes[b] < least:
+                    continue
+                self._keep(keys[b], now, self.TTL_S[ttl])
+                if b > hit:
+                    piece = sizes[b] - read - written
+                    written += piece
+                    written_1h += piece if ttl == "1h" else 0
         return TokenUsage(
-            input_tokens=total - read - write,
+            input_tokens=total - read - written,
             output_tokens=output_tokens,
             cache_read_tokens=read,
-            cache_write_tokens=write,
+            cache_write_tokens=written,
+            cache_write_1h_tokens=written_1h,
         )
 
+    def _least(self, body: dict[str, Any]) -> int:
+        if self.min_tokens is not None:
+            return self.min_tokens
+        price = price_for(str(body.get("model", "")))
+        return price.min_cacheable_tokens if price is not None else 0
 
-def _cache_blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
+    def _hit(self, keys: list[str], marks: dict[int, str], now: float) -> int:
+        """The last block of the longest live cached prefix a breakpoint finds (-1: none);
+        the entry it reads lives on (the API refreshes a TTL on every read)."""
+        live = [
+            j
+            for b in marks
+            for j in range(max(b - self.LOOKBACK, 0), b + 1)
+            if self._entries.get(keys[j], (0.0, 0.0))[0] > now
+        ]
+        if not live:
+            return -1
+        hit = max(live)
+        self._keep(keys[hit], now, self._entries[keys[hit]][1])
+        return hit
+
+    def _keep(self, key: str, now: float, ttl_s: float) -> None:
+        """Write or refresh an entry; it keeps the longer of its TTLs."""
+        expiry, kept = self._entries.get(key, (0.0, 0.0))
+        ttl_s = max(ttl_s, kept) if expiry > now else ttl_s
+        self._entries[key] = (max(expiry, now + ttl_s), ttl_s)
+
+
+def _cache_blocks(body: dict[str, Any]) -> list[tuple[str, str | None]]:
     """The prompt's blocks in cache order, as canonical JSON without the cache directive,
-    each with whether it carries a breakpoint."""
+    each with the TTL of its breakpoint (``None``: it carries none)."""
     blocks: list[dict[str, Any]] = list(body.get("tools") or [])
     system = body.get("system") or []
     blocks += [{"type": "text", "text": system}] if isinstance(system, str) else system
@@ -102,10 +145,12 @@ def _cache_blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         blocks += [{"role": message.get("role"), **block} for block in content or []]
-    out = []
+    out: list[tuple[str, str | None]] = []
     for block in blocks:
         plain = {k: v for k, v in block.items() if k != "cache_control"}
-        out.append((json.dumps(plain, sort_keys=True), "cache_control" in block))
+        control = block.get("cache_control")
+        ttl = str(control.get("ttl", "5m")) if isinstance(control, dict) else None
+        out.append((json.dumps(plain, sort_keys=True), ttl))
     return out
 
 
@@ -218,11 +263,15 @@ def _message_start(model: str, usage: TokenUsage) -> dict[str, Any]:
     }
 
 
-def _usage(usage: TokenUsage, output_tokens: int) -> dict[str, int]:
+def _usage(usage: TokenUsage, output_tokens: int) -> dict[str, Any]:
     return {
         "input_tokens": usage.input_tokens,
         "cache_creation_input_tokens": usage.cache_write_tokens,
         "cache_read_input_tokens": usage.cache_read_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_write_tokens - usage.cache_write_1h_tokens,
+            "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens,
+        },
         "output_tokens": output_tokens,
     }
 

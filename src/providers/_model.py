@@ -101,9 +101,10 @@ class ModelRequest:
     """One model call.
 
     Prompt-cache layout: ``cache_tools`` and the ``cache`` flags on system blocks and
-    messages mark where stable sections end (tools, static system, per-user data, the
-    message tail). Adapters whose provider caches explicitly place breakpoints there (at
-    most 4, the last ones win); the others ignore the marks.
+    messages mark where stable sections end (tools, static system, the org/user block,
+    the message tail). Adapters whose provider caches explicitly place breakpoints there
+    (at most 4, the last ones win), marks on tools and system blocks with their stable
+    TTL and marks on messages with their tail TTL; the others ignore the marks.
 
     ``parallel_tool_calls=False`` asks the provider for one tool call per reply
     (Anthropic's ``disable_parallel_tool_use``, OpenAI's ``parallel_tool_calls``); a
@@ -124,12 +125,15 @@ class ModelRequest:
 class TokenUsage:
     """Tokens of one call. ``input_tokens`` excludes cache reads and writes (Anthropic's
     convention; adapters for providers that count cached tokens inside the prompt
-    subtract them), so cost = each count times its own price."""
+    subtract them), so cost = each count times its own price. ``cache_write_1h_tokens``
+    is the part of ``cache_write_tokens`` written with a 1-hour TTL, which costs more
+    than a 5-minute write."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
@@ -137,6 +141,7 @@ class TokenUsage:
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
 

@@ -17,28 +17,39 @@ _log = structlog.get_logger("bosun.prices")
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """US dollars per million tokens."""
+    """US dollars per million tokens, and the shortest prompt prefix the provider caches.
+
+    ``cache_write`` is the 5-minute write; ``cache_write_1h`` the 1-hour one (Anthropic:
+    1.25x and 2x the input price). A prefix shorter than ``min_cacheable_tokens`` is never
+    cached, however it is marked (the request still succeeds, with no cache figures).
+    """
 
     input: float
     output: float
     cache_read: float
     cache_write: float
+    cache_write_1h: float
+    min_cacheable_tokens: int
 
 
 PRICES: dict[str, Price] = {
-    # Anthropic (cache write = the 5-minute TTL price)
-    "claude-haiku-4-5": Price(1.00, 5.00, 0.10, 1.25),
-    "claude-sonnet-4-5": Price(3.00, 15.00, 0.30, 3.75),
-    "claude-opus-4-5": Price(5.00, 25.00, 0.50, 6.25),
-    # OpenAI (cached input is read at a discount; there is no cache-write charge)
-    "gpt-5": Price(1.25, 10.00, 0.125, 0.0),
-    "gpt-5-mini": Price(0.25, 2.00, 0.025, 0.0),
-    "gpt-5-nano": Price(0.05, 0.40, 0.005, 0.0),
-    "gpt-4.1": Price(2.00, 8.00, 0.50, 0.0),
-    "gpt-4.1-mini": Price(0.40, 1.60, 0.10, 0.0),
-    "gpt-4.1-nano": Price(0.10, 0.40, 0.025, 0.0),
-    "gpt-4o": Price(2.50, 10.00, 1.25, 0.0),
-    "gpt-4o-mini": Price(0.15, 0.60, 0.075, 0.0),
+    # Anthropic: minimum cacheable lengths from the prompt-caching docs (Haiku 4.5 and
+    # Opus 4.5/4.6: 4,096 tokens; Sonnet 4.5/4.6: 1,024)
+    "claude-haiku-4-5": Price(1.00, 5.00, 0.10, 1.25, 2.00, 4096),
+    "claude-sonnet-4-5": Price(3.00, 15.00, 0.30, 3.75, 6.00, 1024),
+    "claude-sonnet-4-6": Price(3.00, 15.00, 0.30, 3.75, 6.00, 1024),
+    "claude-opus-4-5": Price(5.00, 25.00, 0.50, 6.25, 10.00, 4096),
+    "claude-opus-4-6": Price(5.00, 25.00, 0.50, 6.25, 10.00, 4096),
+    # OpenAI: cached input is read at a discount, writes are free, prompts from 1,024
+    # tokens are cached automatically
+    "gpt-5": Price(1.25, 10.00, 0.125, 0.0, 0.0, 1024),
+    "gpt-5-mini": Price(0.25, 2.00, 0.025, 0.0, 0.0, 1024),
+    "gpt-5-nano": Price(0.05, 0.40, 0.005, 0.0, 0.0, 1024),
+    "gpt-4.1": Price(2.00, 8.00, 0.50, 0.0, 0.0, 1024),
+    "gpt-4.1-mini": Price(0.40, 1.60, 0.10, 0.0, 0.0, 1024),
+    "gpt-4.1-nano": Price(0.10, 0.40, 0.025, 0.0, 0.0, 1024),
+    "gpt-4o": Price(2.50, 10.00, 1.25, 0.0, 0.0, 1024),
+    "gpt-4o-mini": Price(0.15, 0.60, 0.075, 0.0, 0.0, 1024),
 }
 _warned: set[str] = set()
 FREE = ("scripted", "function")  # the test doubles: no price, and no warning about it
@@ -62,10 +73,18 @@ def cost_usd_micros(model: str, usage: TokenUsage) -> int:
             _log.warning("prices.unknown_model", model=model)
         return 0
     # dollars per million tokens x tokens = micro-dollars
+    written_1h = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
     micros = (
         usage.input_tokens * price.input
         + usage.output_tokens * price.output
         + usage.cache_read_tokens * price.cache_read
-        + usage.cache_write_tokens * price.cache_write
+        + (usage.cache_write_tokens - written_1h) * price.cache_write
+        + written_1h * price.cache_write_1h
     )
     return round(micros)
+
+
+def min_cacheable_tokens(model: str) -> int | None:
+    """The shortest prefix ``model``'s provider caches (``None``: an unknown model)."""
+    price = price_for(model)
+    return price.min_cacheable_tokens if price is not None else None

@@ -48,6 +48,9 @@ class UsageFiguresOut(BaseModel):
     output_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
+    cache_write_1h_tokens: int = Field(
+        default=0, description="The part of cache_write_tokens written with a 1-hour TTL."
+    )
     cost_usd_micros: int
     cache_hit_ratio: float | None = Field(
         description="cache_read / (cache_read + input); null when both are 0."
@@ -81,6 +84,16 @@ class SourceOut(BaseModel):
 class ModelCallOut(UsageFiguresOut):
     role: str
     model: str
+    prompt_tokens: int = Field(default=0, description="input + cache_read + cache_write.")
+    min_cacheable_tokens: int | None = Field(
+        default=None,
+        description="The model's minimum cacheable prefix; null for a model without a price.",
+    )
+    below_min_cacheable: bool = Field(
+        default=False,
+        description="The prompt is shorter than min_cacheable_tokens: never cached, "
+        "however it is marked.",
+    )
 
 
 class TurnBudgetOut(BaseModel):

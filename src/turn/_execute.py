@@ -104,7 +104,7 @@ async def execute_plan(
     merged = await merge(
         plan, outcome.results, model=crew.merger, counter=kit.counter(crew.merger),
         user_text=ask.text, view=ask.view, emit=emit, budget=kit.budgets.merger,
-        identity=kit.identity, knowledge=ask.knowledge,
+        identity=kit.identity, knowledge=ask.knowledge, caller=scope.caller,
     )  # fmt: skip
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
 

@@ -79,7 +79,8 @@ def usd(micros: int) -> str:
 
 def call_ceiling(model: str, request: ModelRequest) -> int:
     """An upper bound of what ``request`` can cost, in micro-dollars: every input byte a
-    token at the dearest input price (cache writes), and every allowed output token."""
+    token at the dearest input price (1-hour cache writes), and every allowed output
+    token."""
     size = sum(len(block.text.encode()) for block in request.system)
     for message in request.messages:
         for part in message.parts:
@@ -96,7 +97,7 @@ def call_ceiling(model: str, request: ModelRequest) -> int:
         size += len(json.dumps(request.response_schema.schema))
     input_cost = max(
         cost_usd_micros(model, TokenUsage(input_tokens=size)),
-        cost_usd_micros(model, TokenUsage(cache_write_tokens=size)),
+        cost_usd_micros(model, TokenUsage(cache_write_tokens=size, cache_write_1h_tokens=size)),
     )
     return input_cost + cost_usd_micros(model, TokenUsage(output_tokens=request.max_tokens))
 
@@ -263,6 +264,7 @@ class TurnMeter:
             output_tokens=total.output_tokens,
             cache_read_tokens=total.cache_read_tokens,
             cache_write_tokens=total.cache_write_tokens,
+            cache_write_1h_tokens=total.cache_write_1h_tokens,
             cost_usd_micros=sum(cost for _, cost in self.by_role.values()),
             cache_hit_ratio=hit_ratio(total),
             calls=[dict(call) for call in self.calls] or None,
@@ -272,6 +274,7 @@ class TurnMeter:
                     "output_tokens": u.output_tokens,
                     "cache_read_tokens": u.cache_read_tokens,
                     "cache_write_tokens": u.cache_write_tokens,
+                    "cache_write_1h_tokens": u.cache_write_1h_tokens,
                     "cost_usd_micros": cost,
                 }
                 for role, (u, cost) in self.by_role.items()
@@ -298,6 +301,7 @@ def call_figures(
         "output_tokens": usage.output_tokens,
         "cache_read_tokens": usage.cache_read_tokens,
         "cache_write_tokens": usage.cache_write_tokens,
+        "cache_write_1h_tokens": usage.cache_write_1h_tokens,
         "cost_usd_micros": cost,
         "cache_hit_ratio": hit_ratio(usage),
     }

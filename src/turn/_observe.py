@@ -154,6 +154,7 @@ def _usage_fields(usage: Usage) -> dict[str, int | float | None]:
         "output_tokens": usage.output_tokens,
         "cache_read_tokens": usage.cache_read_tokens,
         "cache_write_tokens": usage.cache_write_tokens,
+        "cache_write_1h_tokens": usage.cache_write_1h_tokens,
         "cost_usd_micros": usage.cost_usd_micros,
         "cache_hit_ratio": usage.cache_hit_ratio,
     }

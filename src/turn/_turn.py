@@ -20,6 +20,7 @@ from context import (
     History,
     SourceScope,
     TokenCounter,
+    caller_block,
     compress_history,
     history,
     make_title,
@@ -398,6 +399,8 @@ async def _answer(job: _Job, ask: Ask) -> Ending:
         job.model, ask.text, view=ask.view, knowledge=ask.knowledge,
         budget=kit.budgets.merger, counter=kit.counter(job.model),
         on_text=lambda text: out.add(TextDelta(delta=text)), identity=kit.identity,
+        caller=caller_block(org_id=job.turn.org_id, user_id=job.turn.user_id,
+                            role=job.turn.role),
     )  # fmt: skip
     out.add(ContextBudget(role="merger", report=reply.budget.to_dict()))
     return _closing(job.turn, reply.stop_reason), "completed", ()

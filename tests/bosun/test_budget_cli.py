@@ -115,6 +115,11 @@ def test_the_table_shows_sections_totals_and_usage(served: Served) -> None:
         f"${totals['cost_usd_micros'] / 1e6:.6f}",
     ]
     assert "what's on" not in table
+    # every call's prompt (400 + 1,200 tokens) is below Haiku 4.5's minimum: said per call
+    notes = re.findall(r"^  note  model call (\d) (\w+): its prompt of ([\d,]+) tokens is below "
+                       r"claude-haiku-4-5's minimum cacheable length of 4,096 tokens: never "
+                       r"cached$", table, re.M)  # fmt: skip
+    assert notes == [("1", "planner", "1,600"), ("2", "merger", "1,600")] * 2
 
 
 def test_html_draws_one_bar_chart_per_call(served: Served, tmp_path: Path) -> None:

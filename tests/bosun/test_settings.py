@@ -268,3 +268,17 @@ def test_toolsets_default_to_none_and_demo_is_a_deprecated_alias(
     assert from_env.toolset_names() == ["acme_notes:toolset", "demo"]
     assert Settings(demo=True).toolset_names() == ["demo"]
     assert Settings(demo=True, toolsets=["x:y", "demo"]).toolset_names() == ["x:y", "demo"]
+
+
+def test_cache_ttls_default_to_an_hour_on_stable_marks_and_five_minutes_on_the_tail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bosun.wiring import provider_config
+
+    config = provider_config(load_settings())
+    assert (config.cache_ttl, config.tail_cache_ttl) == ("1h", "5m")
+    monkeypatch.setenv("BOSUN_PROVIDERS__TAIL_CACHE_TTL", "1h")
+    assert provider_config(load_settings()).tail_cache_ttl == "1h"
+    monkeypatch.setenv("BOSUN_PROVIDERS__CACHE_TTL", "5m")
+    with pytest.raises(ValidationError, match="tail_cache_ttl '1h' needs"):
+        load_settings()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from context import PromptParts, executor_request, layout_request, prefix_ratio
+from context import PromptParts, caller_block, executor_request, layout_request, prefix_ratio
 from context._layout import MAX_CACHE_MARKS, cache_marks, canonical_prompt
 from providers import (
     Message,
@@ -57,13 +57,41 @@ def test_stable_sections_come_first_with_four_marks() -> None:
         SystemBlock(text="<profile>Ada, UTC+1</profile>", cache=True),
         SystemBlock(text='<source name="schedule">Mon: dentist</source>', cache=False),
     )
+    # the fourth mark is the conversation tail: the task, which the next turn's history
+    # ends with (with tools there is no room for a spare mark on the earlier turns)
     assert request.messages == (
         Message.user("Hi"),
-        Message(role="assistant", parts=(TextPart(text="Hello! How can I help?"),), cache=True),
-        Message.user("Find my note about the boat."),
+        Message.assistant("Hello! How can I help?"),
+        Message(role="user", parts=(TextPart(text="Find my note about the boat."),), cache=True),
     )
     assert request.max_tokens == 512
     assert cache_marks(request) == MAX_CACHE_MARKS == 4
+
+
+def test_the_caller_opens_the_org_user_block_and_shares_its_mark() -> None:
+    caller = caller_block(org_id="acme", user_id='u"1', role="member")
+    assert caller == '<caller org="acme" user="u&quot;1" role="member"/>'
+    with_data = layout_request(_parts(caller=caller))
+    assert [(b.text, b.cache) for b in with_data.system[2:4]] == [
+        (caller, False),
+        ("<profile>Ada, UTC+1</profile>", True),
+    ]
+    plain = layout_request(_parts(caller=caller, user_data=""))
+    assert (plain.system[2].text, plain.system[2].cache) == (caller, True)
+    assert cache_marks(with_data) == cache_marks(plain) == 4
+
+
+def test_a_call_without_tools_marks_the_earlier_turns_too() -> None:
+    """The direct answer and the merge have no tools: their spare mark goes on the last
+    message of the earlier turns, the tail mark on the new message."""
+    caller = caller_block(org_id="acme", user_id="u1", role="member")
+    request = layout_request(_parts(tools=(), tool_listing="", caller=caller, user_data=""))
+    assert not request.cache_tools
+    assert [m.cache for m in request.messages] == [False, True, True]
+    assert cache_marks(request) == 4
+    first_turn = layout_request(_parts(tools=(), caller=caller, user_data="", history=()))
+    assert [m.cache for m in first_turn.messages] == [True]
+    assert cache_marks(first_turn) == 3  # static, org/user, tail: no fourth tier to mark
 
 
 def test_missing_sections_take_no_marks() -> None:
@@ -72,14 +100,15 @@ def test_missing_sections_take_no_marks() -> None:
     )
     assert not request.cache_tools
     assert request.system == (SystemBlock(text="You are Bosun's planner.", cache=True),)
-    assert request.messages == (Message.user("Find my note about the boat."),)
-    assert cache_marks(request) == 1
+    tail = Message(role="user", parts=(TextPart(text="Find my note about the boat."),), cache=True)
+    assert request.messages == (tail,)
+    assert cache_marks(request) == 2
 
 
 def test_incoming_marks_are_replaced_by_the_layout() -> None:
     marked = (Message(role="user", parts=(TextPart(text="Hi"),), cache=True), Message.user("x"))
     request = layout_request(_parts(history=marked))
-    assert [m.cache for m in request.messages] == [False, True, False]
+    assert [m.cache for m in request.messages] == [False, False, True]
     assert cache_marks(request) == 4
 
 

@@ -50,6 +50,7 @@ def _role_usage(i: int, o: int, read: int, write: int, cost: int) -> dict[str, i
         "output_tokens": o,
         "cache_read_tokens": read,
         "cache_write_tokens": write,
+        "cache_write_1h_tokens": 0,
         "cost_usd_micros": cost,
     }
 

@@ -118,7 +118,9 @@ async def test_a_tool_then_a_message_then_idle_completes_with_the_message_as_ans
     assert [r.tool_choice for r in model.calls] == ["any", "any", "any"]
     offered = {t.name for t in model.calls[0].tools}
     assert offered == {"programs_list", "message_notify_user", "message_ask_user", "agent_idle"}
-    assert "message_notify_user" in model.calls[0].system[-1].text
+    static, caller = model.calls[0].system[-2:]  # the forced prompt, then the org/user block
+    assert "message_notify_user" in static.text
+    assert caller.text == '<caller org="acme" user="ada" role="staff"/>'
 
 
 async def test_the_model_s_own_text_never_reaches_the_user() -> None:

@@ -289,3 +289,20 @@ def test_the_documented_prompt_is_the_real_one() -> None:
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "planner.md").read_text()
     assert instructions(max_steps=5, max_tool_calls=10) in docs
+
+
+async def test_the_planner_s_history_carries_the_tail_mark() -> None:
+    """The last message of the earlier turns is marked (where the previous turn's planner
+    call cached its prefix), so the next call reads it; the new request is not."""
+    from providers import Message
+
+    history = [
+        Message(role="user", parts=Message.user("Find Sam").parts, cache=True),
+        Message.assistant("Sam Rivera is an active member."),
+    ]
+    model = ScriptedModel([SIMPLE])
+    await make_plan(model, "and now?", PLANNING, history=history)
+
+    sent = model.calls[0]
+    assert [m.cache for m in sent.messages] == [False, True, False]
+    assert [b.cache for b in sent.system] == [True]

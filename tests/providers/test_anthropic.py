@@ -243,6 +243,22 @@ async def test_usage_with_cache_tokens_and_cost(
     assert cost_usd_micros(completion.model, completion.usage) == 7_000
 
 
+async def test_one_hour_cache_writes_are_read_apart_and_priced_at_their_rate(
+    model: AnthropicModel, provider: FakeProvider
+) -> None:
+    provider.enqueue(transcript("cache_usage_1h.sse"))  # 2,000 written: 500 for 5m, 1,500 for 1h
+
+    *_, completion = await collect(model)
+
+    assert completion.usage == TokenUsage(
+        input_tokens=1_000, output_tokens=500, cache_read_tokens=10_000,
+        cache_write_tokens=2_000, cache_write_1h_tokens=1_500,
+    )  # fmt: skip
+    # Haiku 4.5: 1,000 x $1 + 500 x $5 + 10,000 x $0.10 + 500 x $1.25 + 1,500 x $2 per
+    # million tokens; at the 5-minute rate it would be 7,000
+    assert cost_usd_micros(completion.model, completion.usage) == 8_125
+
+
 async def test_unfinished_stop_reason_is_reported_as_max_tokens(
     model: AnthropicModel, provider: FakeProvider
 ) -> None:
@@ -731,7 +747,7 @@ def cache_marked(body: Any, path: str = "") -> dict[str, Any]:
     return found
 
 
-async def test_cache_breakpoints_on_the_wire_with_one_hour_ttl(
+async def test_cache_breakpoints_on_the_wire_with_per_mark_ttls(
     server: FakeServer, provider: FakeProvider
 ) -> None:
     provider.enqueue(anthropic_reply(text="ok"))
@@ -745,18 +761,19 @@ async def test_cache_breakpoints_on_the_wire_with_one_hour_ttl(
         tools=(WEATHER, dataclasses.replace(WEATHER, name="get_time")),
         cache_tools=True,
     )
-    model = AnthropicModel("claude-haiku-4-5", config=config(server, cache_ttl="1h"))
+    model = AnthropicModel("claude-haiku-4-5", config=config(server))  # the defaults
     try:
         await collect(model, request)
     finally:
         await model.aclose()
 
-    one_hour = {"type": "ephemeral", "ttl": "1h"}
+    one_hour, five_minutes = {"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral", "ttl": "5m"}
     assert cache_marked(provider.requests[0].json) == {
         "tools[1]": one_hour,
         "system[0]": one_hour,
-        "messages[0].content[1]": one_hour,
+        "messages[0].content[1]": five_minutes,
     }
+    assert "anthropic-beta" not in provider.requests[0].headers  # the TTL is GA
 
 
 async def test_only_the_last_four_breakpoints_are_sent(
@@ -778,7 +795,7 @@ async def test_only_the_last_four_breakpoints_are_sent(
 
     five_minutes = {"type": "ephemeral", "ttl": "5m"}
     assert cache_marked(provider.requests[0].json) == {
-        "system[1]": five_minutes,
+        "system[1]": {"type": "ephemeral", "ttl": "1h"},
         "messages[0].content[0]": five_minutes,
         "messages[1].content[0]": five_minutes,
         "messages[2].content[0]": five_minutes,

@@ -17,10 +17,12 @@ from providers import (
     ToolSpec,
 )
 from providers._anthropic_request import build_params
+from providers._config import ProviderConfig
 from providers._model import ResponseSchema
 
 TOOL = ToolSpec(name="lookup", description="Look a word up", input_schema={"type": "object"})
 FIVE_MINUTES = {"type": "ephemeral", "ttl": "5m"}
+ONE_HOUR = {"type": "ephemeral", "ttl": "1h"}
 
 
 def build(**fields: Any) -> dict[str, Any]:
@@ -172,7 +174,10 @@ def test_breakpoints_go_on_the_last_tool_marked_system_blocks_and_message_ends()
     )
 
     assert cached(params) == ["tools[1]", "system[0]", "messages[0][1]"]
-    assert params["tools"][1]["cache_control"] == FIVE_MINUTES
+    # stable blocks live an hour by default, the conversation tail five minutes
+    assert params["tools"][1]["cache_control"] == ONE_HOUR
+    assert params["system"][0]["cache_control"] == ONE_HOUR
+    assert params["messages"][0]["content"][1]["cache_control"] == FIVE_MINUTES
 
 
 def test_a_marked_message_merged_into_another_marks_its_own_last_block() -> None:
@@ -206,14 +211,25 @@ def test_more_than_four_marks_keep_the_last_four_in_prompt_order() -> None:
     assert cached(params) == ["system[1]", "messages[0][0]", "messages[1][0]", "messages[2][0]"]
 
 
-def test_ttl_is_the_configured_one() -> None:
+def test_ttls_are_the_configured_ones_per_kind_of_mark() -> None:
     request = ModelRequest(
-        messages=(Message(role="user", parts=(TextPart(text="q"),), cache=True),)
+        messages=(Message(role="user", parts=(TextPart(text="q"),), cache=True),),
+        system=(SystemBlock(text="s", cache=True),),
     )
 
-    params: dict[str, Any] = dict(build_params(request, model="m", cache_ttl="1h"))
+    both_long: dict[str, Any] = dict(
+        build_params(request, model="m", cache_ttl="1h", tail_cache_ttl="1h")
+    )
+    both_short: dict[str, Any] = dict(
+        build_params(request, model="m", cache_ttl="5m", tail_cache_ttl="5m")
+    )
 
-    assert params["messages"][0]["content"][0]["cache_control"] == {
-        "type": "ephemeral",
-        "ttl": "1h",
-    }
+    assert both_long["messages"][0]["content"][0]["cache_control"] == ONE_HOUR
+    assert both_long["system"][0]["cache_control"] == ONE_HOUR
+    assert both_short["messages"][0]["content"][0]["cache_control"] == FIVE_MINUTES
+    assert both_short["system"][0]["cache_control"] == FIVE_MINUTES
+
+
+def test_a_tail_ttl_longer_than_the_stable_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="longer-lived breakpoints must come first"):
+        ProviderConfig(cache_ttl="5m", tail_cache_ttl="1h")

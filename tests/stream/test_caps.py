@@ -156,7 +156,8 @@ async def test_the_usage_event_has_the_cache_hit_ratio(store: Store) -> None:
     assert usage["cache_hit_ratio"] == 0.9
     assert usage["by_role"] == {
         "merger": {"input_tokens": 100, "output_tokens": 10, "cache_read_tokens": 900,
-                   "cache_write_tokens": 0, "cost_usd_micros": 100 + 90 + 50},
+                   "cache_write_tokens": 0, "cache_write_1h_tokens": 0,
+                   "cost_usd_micros": 100 + 90 + 50},
     }  # fmt: skip
 
 

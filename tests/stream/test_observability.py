@@ -163,6 +163,7 @@ async def test_a_tool_turn_logs_started_executed_and_completed_with_its_ids(
         "output_tokens": 130,
         "cache_read_tokens": 1300,
         "cache_write_tokens": 0,
+        "cache_write_1h_tokens": 0,
         "cost_usd_micros": usage["cost_usd_micros"],
         "cache_hit_ratio": round(1300 / 2900, 4),
     }

@@ -137,7 +137,8 @@ async def test_the_spec_smoke_test_on_the_anthropic_wire(store: Store, server: F
     for body in sent:  # forced, with the spec's four breakpoints
         assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
         assert "cache_control" in body["tools"][-1]
-        assert [("cache_control" in b) for b in body["system"]][-2:] == [True, True]
+        assert [("cache_control" in b) for b in body["system"]][-3:] == [True, False, True]
+        assert body["system"][-2]["text"].startswith("<caller ")  # the org/user block
         assert body["system"][-1]["text"].startswith("<user_data>")
         assert "Sam Rivera" in body["system"][-1]["text"]
         assert "cache_control" in body["messages"][-1]["content"][-1]

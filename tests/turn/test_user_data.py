@@ -131,7 +131,9 @@ async def test_tool_loop_requests_carry_four_marks_and_fresh_user_data(store: St
     assert role_of(planner) == "planner" and len(executors) == 2
     for request in executors:
         assert request.cache_tools and request.tools  # 1: the last tool
-        assert [b.cache for b in request.system] == [True, True]  # 2: system, 3: user data
+        # 2: system, 3: the org/user block (who the caller is, then the user data)
+        assert [b.cache for b in request.system] == [True, False, True]
+        assert request.system[1].text == '<caller org="acme" user="mem_sam" role="member"/>'
         assert [m.cache for m in request.messages][-1] is True  # 4: the last message
         assert cache_marks(request) == 4
     # Fetched for every call, as the member is (the JWT user), so each call sees the
@@ -164,7 +166,9 @@ async def test_an_agent_without_user_data_sends_no_block(store: Store) -> None:
     await run_turn(store, await start(store, model), plain)
 
     assert all(not b.text.startswith("<user_data>") for r in model.calls for b in r.system)
-    assert all(cache_marks(r) == 3 for r in model.calls[1:])  # tools, system, message
+    # tools, system, the org/user block (the caller alone), the message tail
+    assert all(cache_marks(r) == 4 for r in model.calls[1:])
+    assert all(r.system[-1].text.startswith("<caller ") for r in model.calls[1:])
 
 
 # --- the Anthropic wire ------------------------------------------------------------------
@@ -189,7 +193,9 @@ def marked(body: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-async def run_on_the_wire(store: Store, server: FakeServer, ttl: CacheTTL) -> Turn:
+async def run_on_the_wire(
+    store: Store, server: FakeServer, ttl: CacheTTL, tail: CacheTTL = "5m"
+) -> Turn:
     cache = PromptCache()
     out = TokenUsage(output_tokens=9)
     server.provider.enqueue(
@@ -199,8 +205,9 @@ async def run_on_the_wire(store: Store, server: FakeServer, ttl: CacheTTL) -> Tu
         anthropic_reply(text="It is 09:00.", usage=out, cache=cache),
     )  # fmt: skip
     config = ProviderConfig(
-        anthropic_api_key="test-key", anthropic_base_url=server.url, max_retries=0, cache_ttl=ttl
-    )
+        anthropic_api_key="test-key", anthropic_base_url=server.url, max_retries=0,
+        cache_ttl=ttl, tail_cache_ttl=tail,
+    )  # fmt: skip
     model = AnthropicModel("claude-haiku-4-5", config=config)
     turn = await start(store, model)
     try:
@@ -213,20 +220,21 @@ async def run_on_the_wire(store: Store, server: FakeServer, ttl: CacheTTL) -> Tu
 async def test_four_breakpoints_on_the_wire_and_the_second_call_reads_the_cache(
     store: Store, server: FakeServer
 ) -> None:
-    turn = await run_on_the_wire(store, server, "5m")
+    turn = await run_on_the_wire(store, server, "1h")
 
     _planner, first, second = (r.json for r in server.provider.requests)
-    five = {"type": "ephemeral", "ttl": "5m"}
+    hour, five = {"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral", "ttl": "5m"}
     for body in (first, second):
         last = len(body["messages"]) - 1
         last_block = len(body["messages"][last]["content"]) - 1
         assert marked(body) == {
-            f"tools[{len(body['tools']) - 1}]": five,
-            "system[0]": five,
-            "system[1]": five,
+            f"tools[{len(body['tools']) - 1}]": hour,
+            "system[0]": hour,
+            "system[2]": hour,
             f"messages[{last}].content[{last_block}]": five,
         }
-        assert body["system"][1]["text"].startswith("<user_data>")
+        assert body["system"][1]["text"].startswith("<caller ")
+        assert body["system"][2]["text"].startswith("<user_data>")
     log = await store.log.read(turn.session_id)
     [usage] = [e.data for e in log if e.type == "usage"]
     executor_calls = [c for c in usage["calls"] if c["role"] == "executor"]
@@ -240,7 +248,7 @@ async def test_four_breakpoints_on_the_wire_and_the_second_call_reads_the_cache(
 
 
 async def test_the_one_hour_ttl_reaches_every_breakpoint(store: Store, server: FakeServer) -> None:
-    await run_on_the_wire(store, server, "1h")
+    await run_on_the_wire(store, server, "1h", "1h")
 
     one_hour = {"type": "ephemeral", "ttl": "1h"}
     for sent in server.provider.requests[1:]:
