@@ -108,7 +108,6 @@ async def served(db_url: str, provider: FakeServer) -> AsyncIterator[Server]:
         database_url=db_url, jwt_secret=JWT_SECRET, toolsets=[DEMO],
         limits={"requests_per_minute": 0, "tokens_per_minute": 0},  # type: ignore[arg-type]
         egress=OPEN_EGRESS,  # type: ignore[arg-type]
-        budgets={"executor": {"tools": 3_000}},  # the granted tools, whole
         models={"default": f"anthropic:{MODEL}"},  # type: ignore[arg-type]
         providers={"anthropic_api_key": "test-key", "anthropic_base_url": provider.url,
                    "max_retries": 0},  # type: ignore[arg-type]
