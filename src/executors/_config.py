@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from context import EXECUTOR_BUDGET, RoleBudget, TokenCounter, UserData
+from context import EXECUTOR_BUDGET, History, RoleBudget, TokenCounter, UserData
 from events import Event
 from providers import Model
 from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry, UserRole
@@ -108,7 +108,10 @@ class ExecutorKit:
     the token counter for that model, the executor budget and limits, and the agent
     profile's ``identity`` prompt (empty: none), so steps speak as the same agent.
     ``loop`` is the agent's loop; a ``forced_tools`` step is also offered the
-    communication tools of ``registry`` whatever its plan gave it."""
+    communication tools of ``registry`` whatever its plan gave it. ``history`` is the
+    session so far, for a step that continues the conversation (a ``tool`` plan's step, a
+    forced loop): fitted into the budget's ``conversation`` section and sent natively
+    before the step's goal."""
 
     model: Model
     runner: ToolRunnerLike
@@ -120,6 +123,7 @@ class ExecutorKit:
     steps: StepCounter | None = None  # the agent's step limit for the whole turn
     user_data: UserData | None = None  # the agent's user-data block, loaded every call
     loop: Loop = "default"
+    history: History | None = None
 
     @property
     def forced(self) -> bool:

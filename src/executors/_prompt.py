@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from context import (
     BudgetReport,
+    HistoryFit,
     Item,
     PromptParts,
     RoleBudget,
@@ -81,10 +82,12 @@ def build_prompt(
     identity: str = "",
     instructions: str = EXECUTOR_PROMPT,
     user_data: SectionFill | None = None,
+    history: HistoryFit | None = None,
 ) -> StepPrompt:
     """Fit the agent's ``identity`` and ``instructions`` (``FORCED_PROMPT`` for a
     forced-tools loop), goal, tools and data into ``budget`` (system, task, tools, data);
-    tools that do not fit whole are listed by name and cannot be called."""
+    tools that do not fit whole are listed by name and cannot be called. ``history`` is
+    the fitted conversation before the goal (a step that continues the conversation)."""
     system = fit_system(identity, instructions, budget.tokens("system"), counter=counter)
     task = fit_text("task", budget.tokens("task"), goal, counter=counter)
     fills: list[SectionFill] = [system.fill, task]
@@ -101,6 +104,8 @@ def build_prompt(
         )
         fills.append(fill)
         knowledge = (fill.text,) if fill.text else ()
+    if history is not None:
+        fills.append(history.fill)
     parts = PromptParts(
         system=system.prompt,
         identity=system.identity,
@@ -108,6 +113,7 @@ def build_prompt(
         tool_listing=fitted.listing if fitted else "",
         user_data=user_data.text if user_data is not None else "",
         knowledge=knowledge,
+        history=history.messages if history is not None else (),
         task=task.text,
     )
     callable_names = {spec.name for spec in parts.tools}

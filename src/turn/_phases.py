@@ -19,6 +19,7 @@ from context import (
     SourceScope,
     TokenCounter,
     UserData,
+    compact_messages,
     load_sources,
     loads_from_log,
     loads_needed,
@@ -150,7 +151,12 @@ async def plan_turn(
         loader = kit.user_data_for(kit.budgets.planner, scope, kit.counter(model))
         user = await loader.load() if loader is not None else None
     return await make_plan(
-        model, text, planning, history=view.messages, loaded=loaded, user_data=user
+        model,
+        text,
+        planning,
+        history=compact_messages(view.messages),
+        loaded=loaded,
+        user_data=user,
     )
 
 
