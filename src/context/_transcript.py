@@ -133,7 +133,8 @@ class TurnLog:
         entry.seq = max(entry.seq, seq)
 
     def messages(self) -> list[tuple[Message, int]]:
-        """The turn as native messages, each with the log seq that completed it. A turn
+        """The turn as native messages, each with the log seq that completed it (a call
+        and its result share their result's, so no summary boundary falls between). A turn
         that never finished (no ``message_done``) keeps its user text and its calls (they
         happened) but not its half-written answer."""
         out: list[tuple[Message, int]] = []
