@@ -1,9 +1,11 @@
 """Rebuild the conversation from the session log (the log is the only source of truth).
 
-``conversation`` is the whole transcript (what a client is shown). ``history`` is what a
-model is shown: it starts from the latest ``history_summarised`` event, so a compressed
-session replays as [summary note] + the messages after it. ``fit_history`` then fits that
-into a role's conversation section, newest messages first, recording every cut.
+``conversation`` is the client's transcript (user texts and final answers). ``history`` is
+what a model is shown: the native transcript (``context._transcript``: tool calls with
+their results, artifacts after them), starting from the latest ``history_summarised``
+event, so a compressed session replays as [summary note] + the messages after it.
+``fit_history`` then fits that into a role's conversation section, newest first, a call
+and its result kept together, recording every cut.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def answer_text(events: Iterable[StoredEvent]) -> str:
 
 
 def _entries(
-    events: Iterable[StoredEvent], exclude_turn: str | None, *, merge: bool = False
+    events: Iterable[StoredEvent], exclude_turn: str | None
 ) -> tuple[list[HistoryEntry], StoredEvent | None]:
     turns: dict[str, _TurnText] = {}
     summary: StoredEvent | None = None
@@ -137,25 +139,12 @@ def _entries(
             turn.done_seq = stored.seq
     entries: list[HistoryEntry] = []
     for turn in turns.values():
-        if turn.user is not None and merge:
-            _add_user(entries, turn.user, turn.user_seq)
-        elif turn.user is not None:
+        if turn.user is not None:
             entries.append(HistoryEntry(message=Message.user(turn.user), seq=turn.user_seq))
         if turn.done_seq is not None:
             answer = Message.assistant("".join(turn.answer))
             entries.append(HistoryEntry(message=answer, seq=turn.done_seq))
     return entries, summary
-
-
-def _add_user(entries: list[HistoryEntry], text: str, seq: int) -> None:
-    """Append a user message; one right after another (the earlier turn got no answer)
-    is merged into it (spec §4.3), so the model sees alternating roles and both texts."""
-    last = entries[-1] if entries else None
-    if last is None or last.message.role != "user":
-        entries.append(HistoryEntry(message=Message.user(text), seq=seq))
-        return
-    merged = Message.user(f"{last.message.text}\n\n{text}")
-    entries[-1] = HistoryEntry(message=merged, seq=seq)
 
 
 def _native(

@@ -184,6 +184,8 @@ async def test_a_thirty_turn_session_keeps_turn_threes_id_by_compaction(db_url: 
     reports = [e.data["report"] for e in log if e.type == "context_budget"]
     conversations = [s for r in reports for s in r["sections"] if s["name"] == "conversation"]
     assert conversations and all(s["used"] <= s["allocated"] for s in conversations)
+    cuts = [c for r in reports for c in r["cuts"] if c["section"] == "conversation"]
+    assert not [c for c in cuts if c["action"] == "dropped"], cuts  # compaction sufficed
     sizes = [len(json.dumps(script.sent(turn)[0]["messages"])) for turn in range(30)]
     # flat once compaction runs: the last ten turns send no more than the ten before them
     assert max(sizes[20:]) <= 1.2 * max(sizes[10:20]), sizes
