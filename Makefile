@@ -50,6 +50,7 @@ bench: install-dev
 	$(BIN)/python bench/plan_parallel.py
 	$(BIN)/python bench/cli_start.py
 	$(BIN)/python bench/run_trigger.py
+	$(BIN)/python bench/session_age.py
 	$(BIN)/python bench/peers.py  # the peers need the bench extra: pip install -e '.[bench]'
 
 clean:

@@ -13,7 +13,7 @@ import sys
 
 from bosun.settings import Settings
 from bosun.wiring import build_kit, provider_config
-from planner import DryRun, PlanOutcome, dry_run, fallback_plan, make_plan
+from planner import DryRun, PlanOutcome, dry_run, make_plan
 from planner._eval import (
     EvalCase,
     load_cases,
@@ -107,12 +107,10 @@ async def _evaluate(
 
         async def plan(case: EvalCase) -> PlanOutcome:
             history = [Message(role=t.role, parts=Message.user(t.text).parts) for t in case.history]
-            try:
-                return await make_plan(model, case.message, planning, history=history)
-            except ModelError as exc:  # one case's outage is scored, not fatal to the run
-                reason = f"the planner model failed ({exc.code})"
-                plan = fallback_plan(case.message, planning.catalogue, reason)
-                return PlanOutcome(plan=plan, attempts=1, fallback=reason, model=model.name)
+            # one case's outage is scored as a fallback, not fatal to the run
+            return await make_plan(
+                model, case.message, planning, history=history, on_error="fallback"
+            )
 
         report = await run_eval(
             cases, plan, concurrency=max(1, args.concurrency), progress=_progress

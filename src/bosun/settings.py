@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from context import Budgets
+from context import KNOWLEDGE_SOURCE_TOKENS, Budgets
 from egress import EgressPolicy
 from events import ModelRole
 
@@ -257,6 +257,12 @@ class LimitSettings(BaseModel):
     keepalive_s: float = Field(default=15.0, gt=0)
     turn_timeout_s: float = Field(default=300.0, gt=0)
     source_timeout_s: float = Field(default=5.0, gt=0)
+    knowledge_source_tokens: int = Field(
+        default=KNOWLEDGE_SOURCE_TOKENS,
+        gt=0,
+        description="A loaded context source is kept whole up to this many tokens; a longer "
+        "one is cut once, when it loads, with a note to the model and a cut in the report.",
+    )
     sessions_page_size: int = Field(default=50, gt=0, le=500)
     requests_per_minute: int = Field(
         default=20, ge=0, description="Turns and plans a user may start per minute; 0: no limit."

@@ -102,6 +102,7 @@ def build_kit(
         ),
         planner_timeout_s=planner.timeout_s,
         source_timeout_s=settings.limits.source_timeout_s,
+        knowledge_source_tokens=settings.limits.knowledge_source_tokens,
         caps=cap_policy(settings),
         turn_budget=StepShare(
             tokens=settings.turn_budget.tokens or None,

@@ -30,7 +30,16 @@ from context._conversation import (
     render_message,
 )
 from context._fit import afit_section, fit_section, fit_text
-from context._knowledge import covers, loads_from_log, loads_needed
+from context._grow import fit_growing, fit_whole
+from context._knowledge import (
+    KNOWLEDGE,
+    KNOWLEDGE_SOURCE_TOKENS,
+    covers,
+    fit_knowledge,
+    knowledge_items,
+    loads_from_log,
+    loads_needed,
+)
 from context._layout import PromptParts, executor_request, layout_request, prefix_ratio
 from context._order import order_messages
 from context._report import BudgetReport, SectionUsage
@@ -61,6 +70,8 @@ from context._user_data import PROFILE_SECTION, UserData, user_data_tag
 __all__ = [
     "EXECUTOR_BUDGET",
     "KEEP_LAST",
+    "KNOWLEDGE",
+    "KNOWLEDGE_SOURCE_TOKENS",
     "MERGER_BUDGET",
     "PLANNER_BUDGET",
     "PROFILE_SECTION",
@@ -101,11 +112,15 @@ __all__ = [
     "conversation",
     "covers",
     "executor_request",
+    "fit_growing",
     "fit_history",
+    "fit_knowledge",
     "fit_section",
     "fit_text",
     "fit_tools",
+    "fit_whole",
     "history",
+    "knowledge_items",
     "layout_request",
     "load_sources",
     "loads_from_log",

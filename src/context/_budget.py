@@ -1,9 +1,10 @@
 """Token budgets per model role: named sections with fixed allocations.
 
-The defaults follow the reference systems (a ~5,000-token planner, a ~1,500-token
-executor); ``Budgets.from_mapping`` applies per-section overrides from settings and
-rejects names it does not know, so a typo in a config file fails at start-up instead of
-silently keeping a default.
+The defaults follow the reference systems (a ~5,000-token planner prompt, a ~1,500-token
+executor prompt before its tools and knowledge, which are sent whole and grow their
+sections when needed); ``Budgets.from_mapping`` applies per-section overrides from
+settings and rejects names it does not know, so a typo in a config file fails at start-up
+instead of silently keeping a default.
 """
 
 from __future__ import annotations
@@ -93,12 +94,24 @@ def _role(role: ModelRole, **sections: int) -> RoleBudget:
     return RoleBudget(role, tuple(SectionBudget(name, tokens) for name, tokens in sections.items()))
 
 
+# The planner's system section holds its rules (~450 tokens) and the whole catalogue, one
+# line per tool (~25 tokens with the demo's summaries), so 3,000 tokens hold a 60- to
+# 90-tool catalogue with summaries; past that tools are listed by name, never dropped
+# (the section grows, reporting the overrun, if even the names do not fit).
 PLANNER_BUDGET = _role(
-    "planner", system=800, conversation=2_500, context=1_000, profile=300, buffer=400
+    "planner", system=3_000, conversation=2_500, context=1_000, profile=300, buffer=400
 )
-EXECUTOR_BUDGET = _role("executor", system=300, task=200, tools=400, data=400, buffer=200)
-# The merger sees step results and enough recent conversation to answer in context.
-MERGER_BUDGET = _role("merger", system=400, conversation=1_000, results=2_000, buffer=600)
+# The executor's tools are sent whole (a granted tool is never taken away): 3,000 tokens
+# hold the trainer agent's nine tools; more grow the section and report the overrun. The
+# knowledge section holds the turn's loaded sources whole, likewise.
+EXECUTOR_BUDGET = _role(
+    "executor", system=300, task=200, tools=3_000, knowledge=4_000, data=400, buffer=200
+)
+# The merger sees step results, the turn's knowledge and enough recent conversation to
+# answer in context.
+MERGER_BUDGET = _role(
+    "merger", system=400, conversation=1_000, knowledge=4_000, results=2_000, buffer=600
+)
 # The summariser reads the older history once, to replace it with a short summary.
 SUMMARISER_BUDGET = _role("summariser", system=200, history=6_000, buffer=300)
 

@@ -53,6 +53,7 @@ class History:
     summary: str | None = None
     up_to_seq: int | None = None
     summarised: tuple[Message, ...] = ()  # the messages the summary stands for
+    covered: tuple[int, int] | None = None  # (messages, tokens) its event says it covers
 
     @property
     def messages(self) -> list[Message]:
@@ -216,6 +217,7 @@ def history(events: Iterable[StoredEvent], *, exclude_turn: str | None = None) -
         summary=str(summary.data["summary"]),
         up_to_seq=up_to,
         summarised=tuple(e.message for e in entries if e.seq <= up_to),
+        covered=_covered(summary.data),
     )
 
 
@@ -225,6 +227,13 @@ def _without_orphans(entries: list[HistoryEntry]) -> tuple[HistoryEntry, ...]:
     kept = without_orphans([entries[0].message])
     head = [HistoryEntry(message=kept[0], seq=entries[0].seq)] if kept else []
     return (*head, *entries[1:])
+
+
+def _covered(data: dict[str, object]) -> tuple[int, int] | None:
+    messages, tokens = data.get("messages"), data.get("tokens")
+    if isinstance(messages, int) and isinstance(tokens, int):
+        return messages, tokens
+    return None
 
 
 def render_message(message: Message) -> str:
@@ -361,12 +370,15 @@ def _fit_summarised(
 
 
 def _compressed(source: History, counter: TokenCounter, section: str) -> Cut:
+    count = len(source.summarised)
     before = sum(counter.count(render_message(m)) for m in source.summarised)
+    if source.covered is not None and not source.summarised:  # read from the anchor on
+        count, before = source.covered
     after = counter.count(SUMMARY_NOTE.format(summary=source.summary))
     return Cut(
         section=section,
         action="compressed",
         tokens_before=before,
         tokens_after=after,
-        detail=f"{len(source.summarised)} messages up to seq {source.up_to_seq} summarised",
+        detail=f"{count} messages up to seq {source.up_to_seq} summarised",
     )

@@ -1,4 +1,5 @@
-"""Append-only session knowledge: which requested source loads are actually needed.
+"""Append-only session knowledge: which requested source loads are actually needed, and
+the knowledge section every call that needs it carries whole.
 
 Loaded knowledge stays in the session and is never replaced: replacing it would change
 the prompt prefix and throw away the provider's prompt cache, and the model reads the
@@ -11,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from context._grow import fit_whole
+from context._sections import Item, SectionFill
 from context._sources import SourceLoad
+from context._tokens import TokenCounter
 from store import StoredEvent
 
 # Numeric parameters where a larger value is a wider load of the same data.
@@ -62,3 +66,24 @@ def loads_from_log(events: Iterable[StoredEvent]) -> list[SourceLoad]:
             continue
         loads.append(SourceLoad(name=stored.data["source"], params=stored.data.get("params") or {}))
     return loads
+
+
+KNOWLEDGE = "knowledge"
+"""The section of the executor's and the writer's prompts that holds the turn's knowledge."""
+
+KNOWLEDGE_SOURCE_TOKENS = 4_000
+"""The default per-source cap: a loaded source is kept whole up to it (setting
+``limits.knowledge_source_tokens``); a longer one is cut once, when it loads, and says so."""
+
+
+def knowledge_items(knowledge: Sequence[tuple[str, str]]) -> list[Item]:
+    """The session's loaded sources (name and text, oldest first) as prompt items."""
+    return [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in knowledge]
+
+
+def fit_knowledge(items: Sequence[Item], allocation: int, *, counter: TokenCounter) -> SectionFill:
+    """The knowledge section: every loaded source whole, as it was loaded (each within the
+    per-source cap, its cut noted in its text then). A section too small for them grows
+    for the call and reports the overrun, rather than cut what the turn relies on."""
+    why = f"{len(items)} loaded sources are sent whole"
+    return fit_whole(KNOWLEDGE, allocation, items, why=why, counter=counter)

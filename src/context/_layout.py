@@ -36,7 +36,8 @@ class PromptParts:
 
     ``identity`` is the agent profile's identity prompt: the first system block, inside
     the static tier's cached prefix, so it costs no cache mark of its own (empty: none).
-    ``tool_listing`` is ``ToolsFit.listing`` (tools shown by name only); ``user_data``
+    ``tool_listing`` is extra system text about tools (unused by executors, whose granted
+    tools are always sent whole); ``user_data``
     is per-user and stable within a session (the profile); ``knowledge`` is the session's
     loaded context, append-only and oldest first; ``history`` the fitted conversation;
     ``task`` the current user message or step goal (a ``Message`` when ``fit_history``

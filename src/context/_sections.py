@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-CutAction = Literal["abbreviated", "truncated", "dropped", "compressed"]
+# "overrun": a section grew past its allocation for one call rather than take away
+# capability (a granted tool, a tool name in the planner's catalogue, loaded knowledge).
+CutAction = Literal["abbreviated", "truncated", "dropped", "compressed", "overrun"]
 ItemForm = Literal["full", "short", "truncated"]
 DropFrom = Literal["start", "end"]
 

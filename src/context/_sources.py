@@ -183,6 +183,19 @@ Wrap = Callable[[str, bool], str]
 """Puts a body in its source's element: ``wrap(body, short)``."""
 
 
+CUT_NOTE = (
+    "[This source was cut to fit its budget of {budget:,} tokens; ask with a tool for "
+    "what is missing.]"
+)
+
+
+def source_limit(source: Source, cap: int | None) -> int | None:
+    """What one source may take: its own ``budget_tokens`` or the per-source cap, the
+    smaller (``None``: neither is set)."""
+    limits = [b for b in (source.budget_tokens, cap) if b is not None]
+    return min(limits) if limits else None
+
+
 def own_budget(
     source: Source,
     body: str,
@@ -191,21 +204,27 @@ def own_budget(
     *,
     section: str,
     counter: TokenCounter,
+    cap: int | None = None,
 ) -> tuple[Item, tuple[Cut, ...]]:
     """The source's item, its ``body`` fitted into the source's own budget first (summary
     first, then cut; the element's tags always kept), with the cuts it took labelled with
-    the source. Unchanged when it fits or the source declares no budget."""
+    the source. The budget is the source's ``budget_tokens`` or the per-source ``cap``,
+    whichever is less. A cut body starts with a note that tells the model it was cut.
+    Unchanged when it fits or there is no budget."""
     item = Item(full=wrap(body, False), short=None if short is None else wrap(short, True),
                 key=source.name)  # fmt: skip
-    budget = source.budget_tokens
+    budget = source_limit(source, cap)
     if budget is None or counter.count(item.full) <= budget:
         return item, ()
-    frame = counter.count(wrap("", False))
+    note = CUT_NOTE.format(budget=budget) + "\n"
+    if counter.count(note) * 4 > budget:  # a tiny budget: the cut marker alone tells it
+        note = ""
+    frame = counter.count(wrap(note, False))
     inner = fit_section(
         section, max(budget - frame, 0), [Item(full=body, short=short, key=source.name)],
         counter=counter,
     )  # fmt: skip
-    text = wrap(inner.text, inner.forms == ("short",)) if inner.text else ""
+    text = wrap(f"{note}{inner.text}", inner.forms == ("short",)) if inner.text else ""
     label = f"source {source.name} over its own budget of {budget:,} tokens"
     cuts = tuple(
         Cut(section=section, action=cut.action, tokens_before=cut.tokens_before + frame,
@@ -223,6 +242,7 @@ async def _fetch_one(
     *,
     section: str,
     counter: TokenCounter,
+    cap: int | None = None,
 ) -> tuple[SourceResult, Item | None]:
     started = time.monotonic()
 
@@ -250,12 +270,12 @@ async def _fetch_one(
     await counter.acount(body)  # warm the counter's cache off the loop for large texts
     item, cuts = own_budget(
         source, body, short, lambda text, brief: _wrap(source, text, short=brief),
-        section=section, counter=counter,
+        section=section, counter=counter, cap=cap,
     )  # fmt: skip
     elapsed = int((time.monotonic() - started) * 1000)
     result = SourceResult(
         name=load.name, ok=True, params=load.params, elapsed_ms=elapsed,
-        budget=source.budget_tokens, cuts=cuts,
+        budget=source_limit(source, cap), cuts=cuts,
     )  # fmt: skip
     return result, item
 
@@ -269,16 +289,18 @@ async def load_sources(
     budget_tokens: int,
     timeout_s: float = 5.0,
     section: str = "context",
+    cap: int | None = None,
 ) -> LoadedSources:
     """Fetch ``loads`` in parallel and fit them, in order of importance, into the section.
 
-    Each fetch has ``timeout_s``; failures come back as ``ok=False`` results. Over
-    budget, sources with a ``summarise`` are shown summarised first (with their
-    ``detail`` hint), then the least important (last) are dropped or cut.
+    Each fetch has ``timeout_s``; failures come back as ``ok=False`` results. ``cap`` is
+    the per-source cap: a source longer than it is cut alone (noted in its text and its
+    cuts). Over budget, sources with a ``summarise`` are shown summarised first (with
+    their ``detail`` hint), then the least important (last) are dropped or cut.
     """
     outcomes = await asyncio.gather(
         *(
-            _fetch_one(registry, load, scope, timeout_s, section=section, counter=counter)
+            _fetch_one(registry, load, scope, timeout_s, section=section, counter=counter, cap=cap)
             for load in loads
         )
     )

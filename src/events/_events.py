@@ -79,6 +79,10 @@ class HistorySummarised:
 
     summary: str
     up_to_seq: int
+    # What the summary stands for (its predecessors' share included): budget reports read
+    # them here, since a turn no longer reads the messages before its anchor.
+    messages: int | None = None
+    tokens: int | None = None
     type: Literal["history_summarised"] = "history_summarised"
 
 

@@ -4,7 +4,9 @@ Before anything runs, every call is checked (``runner.check``, no side effects):
 needs the user (a confirmation or a pick), nothing of the message runs and the step
 suspends with all its calls pending. Otherwise the calls run in order, each bracketed by
 ``tool_started``/``tool_completed``; the executor itself refuses calls outside the step's
-tools, past the tool-call budget, or to a tool that kept failing the same way.
+tools, past the tool-call budget, or to a tool that kept failing the same way. A forced
+loop runs one tool per iteration (trainer spec §12.1): only a message's first call runs,
+each extra one gets a ``one_tool_per_turn`` result, so every call still has its result.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tools import (
 )
 
 Verdict = ToolDef | ToolOutcome | None  # None: not one of the step's tools
+ONE_TOOL_PER_TURN = "one_tool_per_turn"
 
 
 async def run_tools(
@@ -48,9 +51,15 @@ async def run_tools(
 ) -> CallModel | WrapUp | Suspend | Finish:
     """Run ``step.calls`` (or suspend before any runs), append their results, go on."""
     verdicts = [_check(state, env, call) for call in step.calls]
-    if any(_needs(env, v) for v in verdicts):
+    if any(_needs(env, v) for i, v in enumerate(verdicts) if not _extra(env, i)):
         return await _suspend(env, step.calls, verdicts)
     return await _in_order(state, env, step.calls, verdicts, [])
+
+
+def _extra(env: StepEnv, index: int) -> bool:
+    """Whether the message's call at ``index`` is one a forced loop never runs (nor asks
+    the user about): all but the first."""
+    return env.kit.forced and index > 0
 
 
 async def resume_tools(
@@ -73,12 +82,15 @@ async def _in_order(
     """Run ``calls`` in order, appending their results after ``results`` as one message."""
     idle = False
     for index, (call, verdict) in enumerate(zip(calls, verdicts, strict=True)):
-        outcome = await _execute(state, env, call, verdict)
+        if env.kit.forced and results:  # the message's first call has its result
+            outcome = _one_per_turn(state, env, call)
+        else:
+            outcome = await _execute(state, env, call, verdict)
         if outcome.needs is not None:  # the runner asked for the user after all
             first = _pending(call, verdict, outcome.needs)
             rest = zip(calls[index + 1 :], verdicts[index + 1 :], strict=True)
-            pending = (first, *(_pending(c, v, _needs(env, v)) for c, v in rest))
-            return Suspend(pending=pending, results=tuple(results))
+            later = (_pending(c, v, None if env.kit.forced else _needs(env, v)) for c, v in rest)
+            return Suspend(pending=(first, *later), results=tuple(results))
         results.append(_result(state, env, outcome))
         if env.kit.forced and outcome.ok:
             idle = idle or outcome.tool == IDLE_TOOL
@@ -108,8 +120,8 @@ async def _suspend(env: StepEnv, calls: Sequence[ToolCall], verdicts: Sequence[V
     """Stop before any call of the message runs. The runner records each call that needs
     the user as pending (nothing runs), so it survives a restart; the rest wait their turn."""
     pending = []
-    for call, verdict in zip(calls, verdicts, strict=True):
-        needs = _needs(env, verdict)
+    for index, (call, verdict) in enumerate(zip(calls, verdicts, strict=True)):
+        needs = None if _extra(env, index) else _needs(env, verdict)
         if needs is not None:
             assert isinstance(verdict, ToolDef)
             request = _request(env, call, verdict.name)
@@ -129,6 +141,20 @@ async def refuse_all(
         _completed(state, env, outcome)
         results.append(_result(state, env, outcome))
     state.messages.append(Message(role="user", parts=tuple(results)))
+
+
+def _one_per_turn(state: StepState, env: StepEnv, call: ToolCall) -> ToolOutcome:
+    """Answer a forced loop's extra call without running it (events and outcome)."""
+    name = _tool_name(state, call)
+    outcome = _refusal(
+        call, name, ONE_TOOL_PER_TURN,
+        f"{name} did not run: this agent runs one tool per turn, and the reply's first "
+        "call was the one run",
+        hint="Call it again in your next turn if it is still needed.",
+    )  # fmt: skip
+    _started(state, env, call)
+    _completed(state, env, outcome)
+    return outcome
 
 
 def close_in_flight(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from context import EXECUTOR_BUDGET, History, RoleBudget, TokenCounter, UserData
+from context import EXECUTOR_BUDGET, History, Item, RoleBudget, TokenCounter, UserData
 from events import Event
 from providers import Model
 from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry, UserRole
@@ -123,6 +123,7 @@ class ExecutorKit:
     steps: StepCounter | None = None  # the agent's step limit for the whole turn
     user_data: UserData | None = None  # the agent's user-data block, loaded every call
     loop: Loop = "default"
+    knowledge: tuple[Item, ...] = ()  # the turn's loaded sources: every step gets them whole
     history: History | None = None
 
     @property

@@ -123,6 +123,7 @@ def _fresh_state(
         identity=kit.identity,
         instructions=FORCED_PROMPT if kit.forced else EXECUTOR_PROMPT,
         user_data=user_data,
+        knowledge=kit.knowledge,
         history=_history(kit),
     )
     share = share or StepShare()
@@ -243,7 +244,7 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
 async def _forced_call(
     state: StepState, env: StepEnv, step: CallModel | WrapUp
 ) -> RunTools | Finish:
-    """One iteration of the forced loop: a model call that must call a tool. A wrap-up
+    """One iteration of the forced loop: a model call that must call one tool. A wrap-up
     only adds its note (once): tools cannot be turned off, the model is told to finish."""
     if isinstance(step, WrapUp) and not state.wrap_noted:
         state.messages.append(Message.user(forced_note(step.note)))
@@ -251,6 +252,8 @@ async def _forced_call(
     guard_transcript(state, env)
     await refresh_user_data(state, env)
     request = executor_request(state.prompt.parts, state.messages, tool_choice="any")
+    # exactly one tool per iteration (trainer spec §12.1); run_tools enforces it as well
+    request = replace(request, parallel_tool_calls=False)
     state.iterations += 1
     calls = await _reply(state, env, request)
     if isinstance(calls, Finish):

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from context import (
+    KNOWLEDGE,
     MERGER_BUDGET,
     BudgetReport,
     History,
@@ -22,6 +23,8 @@ from context import (
     TokenCounter,
     afit_section,
     fit_history,
+    fit_knowledge,
+    knowledge_items,
     layout_request,
 )
 from events import ContextBudget, TextDelta
@@ -116,15 +119,18 @@ async def merge(
     emit: Emit,
     budget: RoleBudget = MERGER_BUDGET,
     identity: str = "",
+    knowledge: Sequence[tuple[str, str]] = (),
 ) -> MergeResult:
     """Write one answer from ``results`` for a ``complex`` plan, streamed as ``text_delta``
     without ``step_id``; emits the call's ``context_budget`` (role ``merger``) first.
-    ``identity`` is the agent profile's identity prompt (empty: none).
+    ``identity`` is the agent profile's identity prompt (empty: none); ``knowledge`` the
+    session's loaded sources (name and text), sent whole.
 
     A provider failure raises ``ModelError``: the turn fails with its code.
     """
+    items = result_items(plan, results)
     request, report = await _request(
-        MERGE_PROMPT, result_items(plan, results), user_text, view, budget, counter, identity
+        MERGE_PROMPT, items, user_text, view, budget, counter, identity, knowledge
     )
     emit(ContextBudget(role="merger", report=report.to_dict()))
     called = await call_model(model, request, on_text=lambda text: emit(TextDelta(delta=text)))
@@ -146,8 +152,9 @@ async def answer(
     text), streamed through ``on_text``; ``budget`` says how its prompt fitted (the caller
     logs it), ``identity`` is the agent profile's identity prompt (empty: none). A
     provider failure raises ``ModelError``."""
-    items = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in knowledge]
-    request, report = await _request(ANSWER_PROMPT, items, text, view, budget, counter, identity)
+    request, report = await _request(
+        ANSWER_PROMPT, [], text, view, budget, counter, identity, knowledge
+    )
     return MergeResult.of(await call_model(model, request, on_text=on_text), report)
 
 
@@ -159,12 +166,21 @@ async def _request(
     budget: RoleBudget,
     counter: TokenCounter,
     identity: str,
+    knowledge: Sequence[tuple[str, str]],
 ) -> tuple[ModelRequest, BudgetReport]:
     """The writer's request: the agent's ``identity`` and ``prompt``, the conversation
-    ending with the user's message, and ``items`` as its data section, each fitted to its
-    share of ``budget``."""
+    ending with the user's message, the session's ``knowledge`` whole, and ``items`` as
+    its results section, each fitted to its share of ``budget``."""
     system = fit_system(identity, prompt, budget.tokens("system"), counter=counter)
+    fills = [system.fill]
+    texts: list[str] = []
+    if knowledge:
+        budget = budget if KNOWLEDGE in budget.names else budget.with_section(KNOWLEDGE, 0)
+        known = fit_knowledge(knowledge_items(knowledge), budget.tokens(KNOWLEDGE), counter=counter)
+        fills.append(known)
+        texts.append(known.text)
     section = await afit_section("results", budget.tokens("results"), items, counter=counter)
+    texts.append(section.text)
     conversation = fit_history(
         view, budget.tokens("conversation"), counter=counter, current=Message.user(user_text)
     )
@@ -177,13 +193,13 @@ async def _request(
             system=system.prompt,
             identity=system.identity,
             tools=tools,
-            knowledge=(section.text,) if section.text else (),
+            knowledge=tuple(text for text in texts if text),
             history=tuple(older),
             task=current,
         ),
         tool_choice="none" if tools else "auto",
     )
-    return request, BudgetReport.build(budget, [system.fill, section, conversation.fill])
+    return request, BudgetReport.build(budget, [*fills, section, conversation.fill])
 
 
 def _tool_work(message: Message) -> bool:

@@ -1,5 +1,6 @@
-"""The executor's focused prompt: its instructions, the step goal, the step's data and
-only the step's tools, each fitted into its section of the executor budget once per step.
+"""The executor's focused prompt: its instructions, the step goal, the turn's knowledge,
+the step's data and only the step's tools, each fitted into its section of the executor
+budget once per step.
 
 Built once per step and never changed, so every request of the loop starts with the same
 bytes (``context.executor_request`` appends the loop after them).
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from context import (
+    KNOWLEDGE,
     BudgetReport,
     HistoryFit,
     Item,
@@ -18,6 +20,7 @@ from context import (
     RoleBudget,
     SectionFill,
     TokenCounter,
+    fit_knowledge,
     fit_section,
     fit_text,
     fit_tools,
@@ -63,7 +66,7 @@ class StepPrompt:
 
     parts: PromptParts
     report: BudgetReport
-    tools: dict[str, ToolDef]  # callable in this step, by wire name
+    tools: dict[str, ToolDef]  # every tool the step was granted, by wire name
 
 
 def tool_spec(tool: ToolDef) -> ToolSpec:
@@ -82,12 +85,15 @@ def build_prompt(
     identity: str = "",
     instructions: str = EXECUTOR_PROMPT,
     user_data: SectionFill | None = None,
+    knowledge: Sequence[Item] = (),
     history: HistoryFit | None = None,
 ) -> StepPrompt:
     """Fit the agent's ``identity`` and ``instructions`` (``FORCED_PROMPT`` for a
-    forced-tools loop), goal, tools and data into ``budget`` (system, task, tools, data);
-    tools that do not fit whole are listed by name and cannot be called. ``history`` is
-    the fitted conversation before the goal (a step that continues the conversation)."""
+    forced-tools loop), goal, tools, the turn's ``knowledge`` and the step's ``data`` into
+    ``budget``. Every granted tool and every knowledge item is sent whole (their section
+    grows, with an ``overrun`` cut, when they do not fit); only ``data`` is abbreviated.
+    ``history`` is the fitted conversation before the goal (a step that continues the
+    conversation)."""
     system = fit_system(identity, instructions, budget.tokens("system"), counter=counter)
     task = fit_text("task", budget.tokens("task"), goal, counter=counter)
     fills: list[SectionFill] = [system.fill, task]
@@ -97,30 +103,33 @@ def build_prompt(
     fitted = fit_tools(specs, budget.tokens("tools"), counter=counter) if specs else None
     if fitted is not None:
         fills.append(fitted.fill)
-    knowledge: tuple[str, ...] = ()
+    texts: list[str] = []
+    if knowledge:
+        budget = budget if KNOWLEDGE in budget.names else budget.with_section(KNOWLEDGE, 0)
+        known = fit_knowledge(knowledge, budget.tokens(KNOWLEDGE), counter=counter)
+        fills.append(known)
+        texts.append(known.text)
     if data:
         fill = fit_section(
             "data", budget.tokens("data"), list(data), counter=counter, note=DATA_NOTE
         )
         fills.append(fill)
-        knowledge = (fill.text,) if fill.text else ()
+        texts.append(fill.text)
     if history is not None:
         fills.append(history.fill)
     parts = PromptParts(
         system=system.prompt,
         identity=system.identity,
         tools=fitted.specs if fitted else (),
-        tool_listing=fitted.listing if fitted else "",
         user_data=user_data.text if user_data is not None else "",
-        knowledge=knowledge,
+        knowledge=tuple(text for text in texts if text),
         history=history.messages if history is not None else (),
         task=task.text,
     )
-    callable_names = {spec.name for spec in parts.tools}
     return StepPrompt(
         parts=parts,
         report=BudgetReport.build(budget, fills, step_id=step_id),
-        tools={tool.wire_name: tool for tool in tools if tool.wire_name in callable_names},
+        tools={tool.wire_name: tool for tool in tools},
     )
 
 

@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from tools import McpPool, OpenApiProvider
 from turn import ModelResolver, TurnKit, TurnRoleModels, TurnSetup
 
-FORCED_TOOLS_TOKENS = 2_000
-"""The executor's ``tools`` section for a forced-tools agent, at least: its one loop is
-offered every tool the agent may use, not a step's few."""
 IDENTITY_COUNTER = "claude-sonnet-4-5"
 """The tokenizer an identity is measured with to grow the budgets (any model's is close)."""
 
@@ -269,8 +266,9 @@ def _with_profile(budgets: Budgets, profile: AgentProfile) -> Budgets:
 
 def forced_kit(kit: TurnKit, max_iterations: int) -> TurnKit:
     """``kit`` for a forced-tools agent: its loop and iteration limit, the communication
-    tools added to its tools and granted whatever its ``tools`` say, and room for all its
-    tools in one loop (an abbreviated tool cannot be called; tools are cached)."""
+    tools added to its tools and granted whatever its ``tools`` say. Its one loop is
+    offered every tool the agent may use; a step's tools are always sent whole
+    (``context.fit_tools``), so its budgets need no extra room."""
     tools = ToolRegistry(kit.tools or ())
     for tool in communication_tools():
         if tool.name not in tools:
@@ -279,13 +277,7 @@ def forced_kit(kit: TurnKit, max_iterations: int) -> TurnKit:
     if caps.allow is not None:
         caps = replace(caps, allow=caps.allow | COMMUNICATION_TOOLS)
     limits = replace(kit.executor_limits, max_iterations=max_iterations)
-    executor = kit.budgets.executor
-    room = max(executor.tokens("tools"), FORCED_TOOLS_TOKENS)
-    budgets = replace(kit.budgets, executor=executor.with_tokens({"tools": room}))
-    return replace(
-        kit, loop="forced_tools", tools=tools, capabilities=caps, executor_limits=limits,
-        budgets=budgets,
-    )  # fmt: skip
+    return replace(kit, loop="forced_tools", tools=tools, capabilities=caps, executor_limits=limits)
 
 
 def _share(share: StepShare, tool_calls: int | None, budget_usd: float | None) -> StepShare:

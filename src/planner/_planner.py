@@ -1,9 +1,10 @@
-"""Triage and plan in one cheap-model call, with one repair round and a safe fallback.
+"""Triage and plan in one cheap-model call, with one repair round and a fallback.
 
 A plan that fails validation is re-asked once with the problems; if it still fails, or
-the planner does not answer in time, the turn gets a single ``tool`` step with every read
-tool, and the reason is recorded. A provider failure (``ModelError``) is not a plan
-problem: it propagates, since a fallback plan would only call the failing provider again.
+the planner does not answer in time, or (for a turn: ``on_error="fallback"``) the
+provider fails, the turn gets the fallback plan: a direct answer with the agent's tools
+and the sources the invalid plan picked validly (trainer spec §12.3: the initializer's
+errors must not stop the main agent). The reason names the first problem.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -22,16 +24,25 @@ from context import (
     RoleBudget,
     SectionFill,
     TokenCounter,
+    fit_growing,
     fit_history,
     fit_section,
     fit_text,
 )
-from planner._plan import PLAN_SCHEMA, Plan, PlannedStep
-from planner._prompt import catalogue_items, instructions, render_repair, render_request
+from planner._plan import PLAN_SCHEMA, Plan, PlannedStep, SourcePick
+from planner._prompt import (
+    NAMES_NOTE,
+    catalogue_floor,
+    catalogue_items,
+    instructions,
+    render_repair,
+    render_request,
+)
 from planner._validate import PlanLimits, clamp_plan, validate_plan
 from providers import (
     Message,
     Model,
+    ModelError,
     ModelRequest,
     ResponseSchema,
     SystemBlock,
@@ -58,6 +69,7 @@ class PlanOutcome:
     attempts: int
     problems: tuple[str, ...] = ()  # what was wrong with the first answer, if anything
     fallback: str | None = None  # why the fallback plan was used
+    fallback_code: str | None = None  # the same, as a code: invalid_plan, timeout, provider_*
     usage: TokenUsage = field(default_factory=TokenUsage)
     cost_usd_micros: int = 0
     model: str = ""
@@ -92,9 +104,11 @@ async def make_plan(
     history: Sequence[Message] = (),
     loaded: Sequence[str] = (),
     user_data: SectionFill | None = None,
+    on_error: Literal["raise", "fallback"] = "raise",
 ) -> PlanOutcome:
-    """Plan ``message``; never raises for a bad plan or a timeout, raises ``ModelError``
-    when the provider fails.
+    """Plan ``message``; never raises for a bad plan or a timeout. A provider failure
+    (``ModelError``) raises, or with ``on_error="fallback"`` (a turn's planning) gives the
+    fallback plan; anything else (a cap's refusal) always raises.
 
     The prompt is fitted into ``planning.budget``: the identity, instructions and
     catalogue into ``system``, the conversation into ``conversation``, what the session
@@ -104,7 +118,6 @@ async def make_plan(
     """
     started = time.monotonic()
     catalogue, limits, budget = planning.catalogue, planning.limits, planning.budget
-    timeout_s = planning.timeout_s
     counter = planning.counter or TokenCounter(model.name)
     system, static = _system(planning, counter)
     fills = [static]
@@ -114,26 +127,59 @@ async def make_plan(
             system = (*system, SystemBlock(text=user_data.text, cache=True))
     conversation = fit_history(history, budget.tokens("conversation"), counter=counter)
     known = fit_text("context", budget.tokens("context"), "; ".join(loaded), counter=counter)
-    calls = _Calls(model, system, conversation.messages, timeout_s)
+    calls = _Calls(model, system, conversation.messages, planning.timeout_s)
     calls.report = BudgetReport.build(budget, [*fills, conversation.fill, known])
-    loaded = [known.text] if known.text else []
-    first_problems: tuple[str, ...] = ()
-    problems: list[str] = []
-    replies: list[str] = []
+    attempt = _Attempt(
+        catalogue=catalogue, limits=limits, loaded=[known.text] if known.text else []
+    )
     try:
-        for attempt in (1, 2):
-            text = await calls.ask(render_request(message, loaded), replies, problems)
-            plan, problems = _check(text, catalogue, limits)
-            if attempt == 1:
-                first_problems = tuple(problems)
-            if plan is not None:
-                return calls.outcome(clamp_plan(plan, limits), attempt, first_problems, started)
-            replies.append(text)
-        reason = "the plan was still invalid after one repair: " + "; ".join(problems)
+        plan = await attempt.run(calls, message)
+        if plan is not None:
+            return calls.outcome(plan, calls.count, attempt.first, started)
+        code, cause = "invalid_plan", "the plan was still invalid after one repair"
     except TimeoutError:
-        reason = f"the planner model did not answer within {timeout_s:g} s"
-    plan = fallback_plan(message, catalogue, reason)
-    return calls.outcome(plan, calls.count, first_problems, started, fallback=reason)
+        code = "timeout"
+        cause = f"the planner model did not answer within {planning.timeout_s:g} s"
+    except ModelError as exc:
+        if on_error == "raise":
+            raise
+        code, cause = exc.code, f"planner failed: {exc.code.removeprefix('provider_')}"
+    reason = f"{cause}; the first problem: {attempt.first[0]}" if attempt.first else cause
+    plan = fallback_plan(
+        message, catalogue, reason,
+        sources=attempt.sources, max_tool_calls=limits.max_tool_calls_per_step,
+    )  # fmt: skip
+    outcome = calls.outcome(plan, calls.count, attempt.first, started, fallback=reason)
+    return replace(outcome, fallback_code=code)
+
+
+@dataclass(kw_only=True, slots=True)
+class _Attempt:
+    """The plan-and-repair rounds, and what they left: the first answer's problems and
+    the sources the latest parsed plan picked validly (kept by a fallback)."""
+
+    catalogue: Catalogue
+    limits: PlanLimits
+    loaded: list[str]
+    first: tuple[str, ...] = ()
+    sources: tuple[SourcePick, ...] = ()
+
+    async def run(self, calls: _Calls, message: str) -> Plan | None:
+        """The valid plan (clamped to the limits), or ``None`` if the repair failed too."""
+        problems: list[str] = []
+        replies: list[str] = []
+        for attempt in (1, 2):
+            text = await calls.ask(render_request(message, self.loaded), replies, problems)
+            plan, problems = _check(text, self.catalogue, self.limits)
+            if attempt == 1:
+                self.first = tuple(problems)
+            if plan is not None and not problems:
+                return clamp_plan(plan, self.limits)
+            if plan is not None:
+                known = self.catalogue.sources
+                self.sources = tuple(s for s in plan.sources if s.name in known)
+            replies.append(text)
+        return None
 
 
 def _system(
@@ -151,10 +197,10 @@ def _system(
     items = catalogue_items(rules, catalogue.tools, catalogue.sources)
     total = planning.budget.tokens("system")
     if not identity:
-        static = fit_section("system", total, items, counter=counter, separator="\n")
+        static = _catalogue(total, items, counter, len(catalogue.tools))
         return (SystemBlock(text=static.text, cache=True),), static
     who = fit_section("system", total, [Item(full=identity, key="identity")], counter=counter)
-    static = fit_section("system", total - who.used, items, counter=counter, separator="\n")
+    static = _catalogue(total - who.used, items, counter, len(catalogue.tools))
     texts = [t for t in (who.text, static.text) if t] or [static.text]
     blocks = tuple(SystemBlock(text=t, cache=i == len(texts) - 1) for i, t in enumerate(texts))
     used, cuts = who.used + static.used, who.cuts + static.cuts
@@ -162,22 +208,48 @@ def _system(
     return blocks, fill
 
 
-def fallback_plan(message: str, catalogue: Catalogue, reason: str) -> Plan:
-    """One ``tool`` step with every read tool: safe (no writes) and usually enough."""
+def _catalogue(
+    allocation: int, items: Sequence[Item], counter: TokenCounter, tools: int
+) -> SectionFill:
+    """The rules, sources and tools in ``allocation``: summaries are cut before names, and
+    no tool's name is ever dropped (the section grows, reporting the overrun, instead)."""
+    return fit_growing(
+        "system", allocation, items, floor=catalogue_floor(items), counter=counter,
+        why=f"the names of all {tools} tools are shown", note=NAMES_NOTE,
+        separator="\n",
+    )  # fmt: skip
+
+
+def fallback_plan(
+    message: str,
+    catalogue: Catalogue,
+    reason: str,
+    *,
+    sources: Sequence[SourcePick] = (),
+    max_tool_calls: int = 4,
+) -> Plan:
+    """A direct answer with the agent's tools: one ``tool`` step whose goal is the user's
+    message and whose tools are every tool the agent may use (writes still ask for their
+    approvals), or a plain answer when it has none; ``sources`` are loaded as planned."""
+    tools = list(catalogue.tools)
+    steps = [
+        PlannedStep(
+            id="s1",
+            goal=message[:FALLBACK_GOAL_CHARS] or "Answer the user's request",
+            tools=tools,
+            max_tool_calls=max(max_tool_calls, 1),
+        )
+    ]
     return Plan(
-        strategy="tool",
+        strategy="tool" if tools else "simple",
         reasoning=f"Fallback plan: {reason}"[:600],
-        steps=[
-            PlannedStep(
-                id="s1",
-                goal=message[:FALLBACK_GOAL_CHARS] or "Answer the user's request",
-                tools=list(catalogue.read_tools),
-            )
-        ],
+        sources=list(sources),
+        steps=steps if tools else [],
     )
 
 
 def _check(text: str, catalogue: Catalogue, limits: PlanLimits) -> tuple[Plan | None, list[str]]:
+    """The parsed plan (``None``: not a plan at all) and its problems ([]: valid)."""
     try:
         plan = Plan.model_validate_json(text)
     except ValidationError as exc:
@@ -188,7 +260,7 @@ def _check(text: str, catalogue: Catalogue, limits: PlanLimits) -> tuple[Plan | 
     problems = validate_plan(
         plan, tools=catalogue.tools.keys(), sources=catalogue.sources.keys(), limits=limits
     )
-    return (None, problems) if problems else (plan, [])
+    return plan, problems
 
 
 class _Calls:

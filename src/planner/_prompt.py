@@ -38,6 +38,12 @@ def instructions(*, max_steps: int, max_tool_calls: int) -> str:
     return PLANNER_INSTRUCTIONS.format(max_steps=max_steps, max_tool_calls=max_tool_calls)
 
 
+NAMES_NOTE = (
+    "Some tools are listed by name only (their summaries did not fit); the names are exact "
+    "and usable in plans."
+)
+
+
 def catalogue_items(rules: str, tools: Mapping[str, str], sources: Mapping[str, str]) -> list[Item]:
     """The planner's static prompt as fitting items, most important first: the rules, the
     sources, then one line per tool (``name: summary``, abbreviated to the bare name when
@@ -63,3 +69,13 @@ def render_request(message: str, loaded: Sequence[str]) -> str:
 def render_repair(problems: Sequence[str]) -> str:
     listed = "\n".join(f"- {p}" for p in problems)
     return f"Your previous plan was invalid:\n{listed}\nReply with a corrected plan (JSON only)."
+
+
+def catalogue_floor(items: Sequence[Item]) -> str:
+    """The least the catalogue may show: every item in its short form, with the note. A
+    tool's name is never dropped (the planner could not grant it); the section grows to
+    this when even the names exceed it."""
+    shorts = [item.short or item.full for item in items]
+    if any(item.short for item in items):
+        shorts.insert(0, NAMES_NOTE)
+    return "\n".join(shorts)

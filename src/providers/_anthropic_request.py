@@ -93,17 +93,23 @@ def _schema_tool(schema: ResponseSchema) -> ToolParam:
 
 
 def _tool_choice(request: ModelRequest) -> ToolChoiceParam:
+    """The tool choice, with ``disable_parallel_tool_use`` when the request wants one call
+    per reply (``none`` takes no such flag: it allows no call at all)."""
     if request.response_schema is not None:
         return {"type": "tool", "name": request.response_schema.name}
+    choice: ToolChoiceParam
     match request.tool_choice:
-        case "auto":
-            return {"type": "auto"}
-        case "any":
-            return {"type": "any"}
         case "none":
             return {"type": "none"}
+        case "auto":
+            choice = {"type": "auto"}
+        case "any":
+            choice = {"type": "any"}
         case name:
-            return {"type": "tool", "name": name}
+            choice = {"type": "tool", "name": name}
+    if not request.parallel_tool_calls:
+        choice["disable_parallel_tool_use"] = True
+    return choice
 
 
 def _messages(messages: tuple[Message, ...]) -> tuple[list[MessageParam], list[Cacheable]]:

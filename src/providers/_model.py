@@ -104,6 +104,10 @@ class ModelRequest:
     messages mark where stable sections end (tools, static system, per-user data, the
     message tail). Adapters whose provider caches explicitly place breakpoints there (at
     most 4, the last ones win); the others ignore the marks.
+
+    ``parallel_tool_calls=False`` asks the provider for one tool call per reply
+    (Anthropic's ``disable_parallel_tool_use``, OpenAI's ``parallel_tool_calls``); a
+    provider may still send more, so a caller that needs one enforces it too.
     """
 
     messages: tuple[Message, ...]
@@ -113,6 +117,7 @@ class ModelRequest:
     max_tokens: int = 4096
     cache_tools: bool = False
     response_schema: ResponseSchema | None = None
+    parallel_tool_calls: bool = True  # False: ask for at most one tool call in the reply
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

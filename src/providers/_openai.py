@@ -114,6 +114,10 @@ class OpenAIModel:
                 tools=chat_tools(request.tools) if request.tools else openai.omit,
                 # OpenAI rejects a tool_choice without tools.
                 tool_choice=chat_tool_choice(request.tool_choice) if request.tools else openai.omit,
+                # sent only to turn it off: some compatible servers do not know the field
+                parallel_tool_calls=(
+                    False if request.tools and not request.parallel_tool_calls else openai.omit
+                ),
                 response_format=response_format(schema) if schema else openai.omit,
             )
         except openai.OpenAIError as exc:

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Select, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
 from store import _hot as hot
 from store._approvals import ApprovalRow
 from store._db import Database
-from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
+from store._models import ANCHOR_TYPES, EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
 
 NOTIFY_CHANNEL = "bosun_events"
 
@@ -208,6 +208,7 @@ class EventLog:
         """Record a running turn (held by ``worker_id`` until ``lease_until``) and append its
         opening events, in one transaction; returns them and the turn's epoch (0: new)."""
         async with self._db.write() as conn:
+            stored = await conn.run_sync(_insert, session_id, events, turn_id)
             await conn.execute(
                 insert(TurnRow).values(
                     id=turn_id,
@@ -218,9 +219,9 @@ class EventLog:
                     worker_id=worker_id,
                     lease_until=lease_until,
                     job=job,
+                    first_seq=stored[0].seq,
                 )
             )
-            stored = await conn.run_sync(_insert, session_id, events, turn_id)
             await conn.run_sync(self._notify_others, session_id)
         self.notifier.notify(session_id, stored)
         return stored, 0
@@ -237,26 +238,54 @@ class EventLog:
         limit: int | None = None,
         turn_id: str | None = None,
     ) -> list[StoredEvent]:
-        """Events with ``seq > after`` in order, optionally of one turn only."""
-        query = (
-            select(
-                EventRow.session_id,
-                EventRow.seq,
-                EventRow.type,
-                EventRow.data,
-                EventRow.turn_id,
-                EventRow.created_at,
+        """Events with ``seq > after`` in order, optionally of one turn only (read from the
+        turn's first event on: a turn's read does not grow with its session's age)."""
+
+        def fetch(conn: Connection) -> list[StoredEvent]:
+            start = after
+            if turn_id is not None:
+                first = conn.scalar(select(TurnRow.first_seq).where(TurnRow.id == turn_id))
+                start = max(after, (first or 1) - 1)
+            query = _columns().where(EventRow.session_id == session_id, EventRow.seq > start)
+            if turn_id is not None:
+                query = query.where(EventRow.turn_id == turn_id)
+            return _events(conn, query if limit is None else query.limit(limit))
+
+        return await self._db.run_read(fetch)
+
+    async def read_context(self, session_id: str) -> list[StoredEvent]:
+        """What a turn reads of its session, in seq order: the latest ``history_summarised``
+        event (the compaction anchor) and every event after its ``up_to_seq``, plus the
+        ``context_loaded`` events before it (knowledge is append-only, so the anchor keeps
+        them). Indexed queries, one snapshot: with compaction bounding the tail, a turn's
+        read does not grow with the session's age."""
+
+        def fetch(conn: Connection) -> list[StoredEvent]:
+            anchor = conn.execute(
+                select(EventRow.data)
+                .where(EventRow.session_id == session_id, ANCHOR_TYPES)
+                .where(EventRow.type == SUMMARY_EVENT)
+                .order_by(EventRow.seq.desc())
+                .limit(1)
+            ).scalar()
+            up_to = int(anchor.get("up_to_seq") or 0) if isinstance(anchor, dict) else 0
+            tail = _events(
+                conn, _columns().where(EventRow.session_id == session_id, EventRow.seq > up_to)
             )
-            .where(EventRow.session_id == session_id, EventRow.seq > after)
-            .order_by(EventRow.seq)
-        )
-        if turn_id is not None:
-            query = query.where(EventRow.turn_id == turn_id)
-        if limit is not None:
-            query = query.limit(limit)
-        return await self._db.run_read(
-            lambda conn: [StoredEvent(**row._asdict()) for row in conn.execute(query)]
-        )
+            if not up_to:
+                return tail
+            kept = _events(
+                conn,
+                _columns().where(
+                    EventRow.session_id == session_id,
+                    ANCHOR_TYPES,
+                    EventRow.type == KNOWLEDGE_EVENT,
+                    EventRow.seq <= up_to,
+                ),
+            )
+            return [*kept, *tail]
+
+        return await self._db.run_read(fetch)
 
     async def last_seq(self, session_id: str) -> int:
         async with self._db.read() as conn:
@@ -266,6 +295,25 @@ class EventLog:
                 )
             )
         return int(value or 0)
+
+
+SUMMARY_EVENT = "history_summarised"  # the compaction anchor
+KNOWLEDGE_EVENT = "context_loaded"  # read from before the anchor too (append-only)
+
+
+def _columns() -> Select[tuple[str, int, str, dict[str, Any], str | None, datetime]]:
+    return select(
+        EventRow.session_id,
+        EventRow.seq,
+        EventRow.type,
+        EventRow.data,
+        EventRow.turn_id,
+        EventRow.created_at,
+    )
+
+
+def _events(conn: Connection, query: Select[Any]) -> list[StoredEvent]:
+    return [StoredEvent(**row._asdict()) for row in conn.execute(query.order_by(EventRow.seq))]
 
 
 def _notify_others(conn: Connection, session_id: str) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     String,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -87,7 +88,10 @@ class SessionRow(Base):
 
 class TurnRow(Base):
     __tablename__ = "turns"
-    __table_args__ = (Index("ix_turns_session_status", "session_id", "status"),)
+    __table_args__ = (
+        Index("ix_turns_session_status", "session_id", "status"),
+        Index("ix_turns_session_started", "session_id", "started_at"),  # the latest turn
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
@@ -103,11 +107,31 @@ class TurnRow(Base):
     # Bumped when a worker takes the turn over: its appends made under an older epoch (a
     # stale worker's late writes) are refused in the transaction that numbers them.
     epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The seq of the turn's first event: a read of one turn's events starts there instead
+    # of scanning the session from its start (NULL: a turn opened before it was recorded).
+    first_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
+
+
+ANCHOR_TYPES = text("type IN ('history_summarised', 'context_loaded')")
+"""The events a turn reads from before its compaction anchor too, and the anchor itself;
+queries repeat this text verbatim so SQLite uses the partial index on it."""
 
 
 class EventRow(Base):
     __tablename__ = "events"
-    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_events_session_seq"),)
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq", name="uq_events_session_seq"),
+        # A turn finds its compaction anchor and the knowledge before it by type
+        # (read_context); partial, so the bulk of the log (deltas, tool events) skips it.
+        Index(
+            "ix_events_anchors",
+            "session_id",
+            "type",
+            "seq",
+            sqlite_where=ANCHOR_TYPES,
+            postgresql_where=ANCHOR_TYPES,
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))

@@ -168,6 +168,19 @@ class Sessions:
             )
             return [TurnRecord(**row._asdict()) for row in result]
 
+    async def latest_turn(self, session_id: str) -> TurnRecord | None:
+        """The session's newest turn (by start), read by index: every message asks whether
+        it answers a suspended turn, and that must not cost more as the session ages."""
+        async with self._db.read() as conn:
+            result = await conn.execute(
+                select(*_TURN_COLUMNS)
+                .where(TurnRow.session_id == session_id)
+                .order_by(TurnRow.started_at.desc(), TurnRow.id.desc())
+                .limit(1)
+            )
+            row = result.first()
+        return None if row is None else TurnRecord(**row._asdict())
+
     async def resume_turn(self, turn_id: str) -> bool:
         """Mark a ``suspended`` turn ``running`` again; returns whether this call did (of two
         concurrent resumes exactly one wins)."""

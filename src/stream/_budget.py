@@ -21,12 +21,14 @@ from stream._routes import session_for
 class SectionOut(BaseModel):
     name: str
     allocated: int = Field(description="Tokens the role's budget gives the section.")
-    used: int = Field(description="Tokens the fitted section took (never above allocated).")
+    used: int = Field(
+        description="Tokens the fitted section took: above allocated only with an overrun cut."
+    )
 
 
 class CutOut(BaseModel):
     section: str
-    action: Literal["abbreviated", "truncated", "dropped", "compressed"]
+    action: Literal["abbreviated", "truncated", "dropped", "compressed", "overrun"]
     tokens_before: int
     tokens_after: int
     detail: str = Field(description="Counts and item keys (tool/source names), never user text.")

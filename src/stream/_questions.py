@@ -96,10 +96,9 @@ async def _go_on(
 async def waiting_turn(store: Store, session_id: str) -> Waiting | None:
     """The session's latest turn if it is suspended, with what its log says it waits for.
     Only the latest: once the user has sent another message, older questions are moot."""
-    turns = await store.sessions.turns(session_id)
-    if not turns or turns[-1].status != "suspended":
+    turn = await store.sessions.latest_turn(session_id)
+    if turn is None or turn.status != "suspended":
         return None
-    turn = turns[-1]
     events = await store.log.read(session_id, turn_id=turn.id)
     opening = next((e.event for e in events if e.type == "user_message"), None)
     snapshot = next((e for e in reversed(events) if e.type == "turn_suspended"), None)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
-from context import Item, SourceScope
+from context import Item, SourceScope, knowledge_items
 from events import FailedStep, TurnStatus
 from executors import (
     Emit,
@@ -40,6 +40,11 @@ from turn._forced import message_items
 from turn._observe import confirmation_pending
 from turn._phases import TurnKit
 from turn._work import Ask, Crew, Work
+
+CONVERSATION_ROOM = 4_000
+"""The least conversation a step that continues it (a ``tool`` plan's, a forced loop) is
+given, in tokens: it acts on earlier tool work (ids, results), so it gets more of it than
+the answer's writer; compaction keeps a long session well under it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +76,8 @@ async def execute_plan(
     assert plan is not None, "only a plan's steps are executed"
     continues = plan.strategy == "tool" or kit.forced  # its steps go on with the conversation
     sections, tools, caps = kit.budgets.executor, kit.tools, kit.capabilities
-    if continues:  # the conversation gets the room the answer's writer has for it
-        room = kit.budgets.merger.tokens("conversation")
+    if continues:  # it acts on the conversation: at least the answer writer's room for it
+        room = max(kit.budgets.merger.tokens("conversation"), CONVERSATION_ROOM)
         sections = sections.with_section("conversation", room)
         tools, caps = with_result_reader(tools, caps)
     executors = ExecutorKit(
@@ -89,10 +94,11 @@ async def execute_plan(
         user_data=kit.user_data_for(
             kit.budgets.executor, source_scope(scope), kit.counter(crew.executor)
         ),
+        knowledge=tuple(knowledge_items(ask.knowledge)),
     )
-    data = [Item(full=f"Context ({name}):\n{body}", key=name) for name, body in ask.knowledge]
+    data: list[Item] = []
     if kit.forced and plan.strategy == "tool":  # the goal may have cut the user's words
-        data = [*message_items(ask.text), *data]
+        data = [*message_items(ask.text)]
     outcome = await run_plan(
         plan, kit=executors, scope=scope, emit=emit, data=data, resume=work.paused, budget=budget,
         concurrency=kit.plan_limits.max_executors,
@@ -110,7 +116,7 @@ async def execute_plan(
     merged = await merge(
         plan, outcome.results, model=crew.merger, counter=kit.counter(crew.merger),
         user_text=ask.text, view=ask.view, emit=emit, budget=kit.budgets.merger,
-        identity=kit.identity,
+        identity=kit.identity, knowledge=ask.knowledge,
     )  # fmt: skip
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+import structlog
+
 from context import (
+    KNOWLEDGE_SOURCE_TOKENS,
     PROFILE_SECTION,
     Budgets,
     History,
@@ -32,6 +35,8 @@ from store import StoredEvent
 from tools import Capabilities, ToolRegistry, UserRole
 from turn._metering import CapPolicy
 
+_log = structlog.get_logger("bosun.turn")
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnKit:
@@ -49,6 +54,7 @@ class TurnKit:
     turn_budget: StepShare = field(default_factory=StepShare)  # split among a plan's steps
     planner_timeout_s: float = 30.0
     source_timeout_s: float = 5.0
+    knowledge_source_tokens: int = KNOWLEDGE_SOURCE_TOKENS  # a loaded source's cap
     summariser_timeout_s: float = 20.0
     identity: str = ""
     max_steps: int | None = None  # the agent's model turns for all of a turn's executors
@@ -143,21 +149,23 @@ async def plan_turn(
     log: Sequence[StoredEvent],
     scope: SourceScope | None = None,
 ) -> PlanOutcome:
-    """Plan ``text``; with a ``scope``, the planner sees the agent's user-data block."""
+    """Plan ``text``; with a ``scope``, the planner sees the agent's user-data block.
+
+    A provider failure gives the fallback plan (the turn still answers); a cap's refusal
+    (``BudgetExceededError``) is not a provider failure: it raises and ends the turn."""
     loaded = [load.describe() for load in loads_from_log(log)]
     planning = kit.planning(role, model)
     user = None
     if scope is not None:
         loader = kit.user_data_for(kit.budgets.planner, scope, kit.counter(model))
         user = await loader.load() if loader is not None else None
-    return await make_plan(
-        model,
-        text,
-        planning,
-        history=compact_messages(view.messages),
-        loaded=loaded,
-        user_data=user,
-    )
+    outcome = await make_plan(
+        model, text, planning, history=compact_messages(view.messages), loaded=loaded,
+        user_data=user, on_error="fallback",
+    )  # fmt: skip
+    if outcome.fallback_code is not None:  # the turn goes on: say so where operators look
+        _log.warning("planner.fallback", code=outcome.fallback_code, attempts=outcome.attempts)
+    return outcome
 
 
 async def load_picked_sources(
@@ -168,18 +176,22 @@ async def load_picked_sources(
     log: Sequence[StoredEvent],
     counter: TokenCounter,
 ) -> list[ContextLoaded]:
-    """Fetch what the plan picked and the session does not hold yet (append-only)."""
+    """Fetch what the plan picked and the session does not hold yet (append-only), each
+    source whole up to the per-source cap (a longer one is cut and says so): the section
+    holds them all, since every later call of the session gets them whole."""
     wanted = [SourceLoad(name=s.name, params=s.params) for s in outcome.plan.sources]
     needed = loads_needed(wanted, loads_from_log(log))
     if not needed:
         return []
+    cap = kit.knowledge_source_tokens
     loaded = await load_sources(
         kit.sources,
         needed,
         scope=scope,
         counter=counter,
-        budget_tokens=kit.budgets.merger.tokens("results"),
+        budget_tokens=cap * len(needed) + 64 * len(needed),  # the cap, and the separators
         timeout_s=kit.source_timeout_s,
+        cap=cap,
     )
     return [
         ContextLoaded(

@@ -19,6 +19,7 @@ from context import (
     KEEP_LAST,
     History,
     SourceScope,
+    TokenCounter,
     compress_history,
     history,
     make_title,
@@ -285,7 +286,7 @@ Ending = tuple[list[Event], TurnStatus, tuple[FailedStep, ...]]
 async def _run(job: _Job) -> Ending:
     """Start as the turn must (decided once), then run its steps or answer directly."""
     turn, store, out = job.turn, job.store, job.out
-    log = await store.log.read(turn.session_id)
+    log = await _context_log(store, turn)
     view = history(log, exclude_turn=turn.turn_id)
     start = start_of(
         log, turn_id=turn.turn_id, resume=turn.resume, takeover=turn.takeover,
@@ -320,6 +321,18 @@ async def _run(job: _Job) -> Ending:
         for event in await _upkeep(store, job.kit, turn, turn.summariser, view):
             out.add(event)
     return ending
+
+
+async def _context_log(store: Store, turn: Turn) -> list[StoredEvent]:
+    """What the turn reads of its session (``EventLog.read_context``: from the compaction
+    anchor on, and the knowledge before it); a taken-over turn also reads its own events,
+    which its checkpoint and resets are made of, wherever they start."""
+    log = await store.log.read_context(turn.session_id)
+    if not turn.takeover:
+        return log
+    have = {e.seq for e in log}
+    mine = await store.log.read(turn.session_id, turn_id=turn.turn_id)
+    return sorted([*log, *(e for e in mine if e.seq not in have)], key=lambda e: e.seq)
 
 
 async def _taken_over(job: _Job, plan: Plan, mine: Sequence[StoredEvent]) -> Work:
@@ -413,12 +426,22 @@ async def _upkeep(
         return []
 
 
+def _covered(view: History, counter: TokenCounter) -> tuple[int, int]:
+    """The messages and tokens the view's summary stands for (none: ``(0, 0)``)."""
+    if view.covered is not None:
+        return view.covered
+    before = sum(counter.count(render_message(m)) for m in view.summarised)
+    return len(view.summarised), before
+
+
 async def _upkeep_calls(
     store: Store, kit: TurnKit, turn: Turn, summariser: Model, view: History
 ) -> list[Event]:
     events: list[Event] = []
     counter = kit.counter(summariser)
-    tokens = sum(counter.count(render_message(m)) for m in view.messages)
+    sizes = [counter.count(render_message(e.message)) for e in view.entries]
+    note = view.messages[0] if view.summary is not None else None
+    tokens = sum(sizes) + (counter.count(render_message(note)) if note is not None else 0)
     allocation = kit.budgets.merger.tokens("conversation")
     up_to = view.split_seq(KEEP_LAST)
     if up_to is not None and needs_compression(view.since_summary, tokens, allocation):
@@ -429,7 +452,14 @@ async def _upkeep_calls(
             counter=counter,
         )
         if summary is not None:
-            events.append(HistorySummarised(summary=summary, up_to_seq=up_to))
+            count, before = _covered(view, counter)
+            folded = sum(e.seq <= up_to for e in view.entries)  # the entries it adds
+            events.append(
+                HistorySummarised(
+                    summary=summary, up_to_seq=up_to,
+                    messages=count + folded, tokens=before + sum(sizes[:folded]),
+                )
+            )  # fmt: skip
     if not view.entries and view.summary is None:  # the session's first turn
         title = await make_title(
             summariser,

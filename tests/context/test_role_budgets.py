@@ -14,27 +14,40 @@ from context._budget import SectionBudget
 def test_defaults_follow_the_reference_allocations() -> None:
     assert Budgets().as_mapping() == {
         "planner": {
-            "system": 800,
+            "system": 3_000,
             "conversation": 2_500,
             "context": 1_000,
             "profile": 300,
             "buffer": 400,
         },
-        "executor": {"system": 300, "task": 200, "tools": 400, "data": 400, "buffer": 200},
-        "merger": {"system": 400, "conversation": 1_000, "results": 2_000, "buffer": 600},
+        "executor": {
+            "system": 300,
+            "task": 200,
+            "tools": 3_000,
+            "knowledge": 4_000,
+            "data": 400,
+            "buffer": 200,
+        },
+        "merger": {
+            "system": 400,
+            "conversation": 1_000,
+            "knowledge": 4_000,
+            "results": 2_000,
+            "buffer": 600,
+        },
         "summariser": {"system": 200, "history": 6_000, "buffer": 300},
     }
-    assert PLANNER_BUDGET.total == 5_000
-    assert EXECUTOR_BUDGET.total == 1_500
-    assert Budgets().merger.total == 4_000
+    assert PLANNER_BUDGET.total == 7_200
+    assert EXECUTOR_BUDGET.total == 8_100
+    assert Budgets().merger.total == 8_000
     assert Budgets().summariser.total == 6_500
-    assert PLANNER_BUDGET.sections[0] == SectionBudget("system", 800)
+    assert PLANNER_BUDGET.sections[0] == SectionBudget("system", 3_000)
 
 
 def test_overrides_change_only_what_they_name() -> None:
     budgets = Budgets.from_mapping({"planner": {"conversation": 3_000}, "executor": {"tools": 0}})
     assert budgets.planner.tokens("conversation") == 3_000
-    assert budgets.planner.total == 5_500
+    assert budgets.planner.total == 7_700
     assert budgets.executor.tokens("tools") == 0
     assert budgets.merger == Budgets().merger
     assert budgets.planner.names == PLANNER_BUDGET.names  # order kept

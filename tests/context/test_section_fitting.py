@@ -203,7 +203,8 @@ async def test_afit_section_moves_large_inputs_to_a_thread(
 def test_budget_report_json_round_trip() -> None:
     system = fit_text("system", 300, "You are an executor. " * 100, counter=EXACT)
     tools = fit_section("tools", 400, _items(20, words=60), counter=EXACT, note="Drill down.")
-    report = BudgetReport.build(EXECUTOR_BUDGET, [system, tools], step_id="s1")
+    budget = EXECUTOR_BUDGET.with_tokens({"tools": 400})
+    report = BudgetReport.build(budget, [system, tools], step_id="s1")
     assert report.within_budget
     data = json.loads(report.to_json())
     assert data == {
@@ -213,10 +214,11 @@ def test_budget_report_json_round_trip() -> None:
             {"name": "system", "allocated": 300, "used": system.used},
             {"name": "task", "allocated": 200, "used": 0},
             {"name": "tools", "allocated": 400, "used": tools.used},
+            {"name": "knowledge", "allocated": 4_000, "used": 0},
             {"name": "data", "allocated": 400, "used": 0},
             {"name": "buffer", "allocated": 200, "used": 0},
         ],
-        "total_allocated": 1_500,
+        "total_allocated": budget.total,
         "total_used": system.used + tools.used,
         "cuts": [
             {

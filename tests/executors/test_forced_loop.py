@@ -10,7 +10,14 @@ from typing import Any
 
 from bosun_demo import demo_registry
 from context import EXECUTOR_BUDGET
-from events import Event, QuestionPending, TextDelta, event_data, parse_event
+from events import (
+    Event,
+    QuestionPending,
+    TextDelta,
+    ToolCompleted,
+    event_data,
+    parse_event,
+)
 from executor_fakes import FakeRunner, kit, per_goal, scope
 from executors import (
     ExecutorKit,
@@ -240,3 +247,92 @@ async def test_the_default_loop_is_unchanged() -> None:
     assert [r.tool_choice for r in model.calls] == ["auto", "auto"]
     assert {t.name for t in model.calls[0].tools} == {"programs_list"}
     assert not isinstance(result, Suspended)
+
+
+def one_tool_results(message: Any) -> list[tuple[str, bool, bool]]:
+    """(tool_use_id, is_error, refused as one_tool_per_turn) of a results message."""
+    return [
+        (part.tool_use_id, part.is_error, '"code":"one_tool_per_turn"' in part.content)
+        for part in message.parts
+        if isinstance(part, ToolResult)
+    ]
+
+
+async def test_one_tool_per_iteration_is_asked_and_enforced() -> None:
+    """Trainer spec §12.1: a reply with two calls runs the first; the second gets a typed
+    result saying it did not run, so every call still has its result."""
+    model = per_goal({GOAL: calls((LIST, NOTIFY), (NOTIFY,), (IDLE,))})
+    runner, events = TalkingRunner(), list[Event]()
+
+    result = await run_step(
+        step(), kit=forced(model, runner), scope=scope(), emit=events.append, final_answer=True
+    )
+
+    assert isinstance(result, StepResult) and (result.ended, result.summary) == (
+        "idle", "Here it is.",
+    )  # fmt: skip
+    assert [name for name, _ in runner.runs] == [
+        "programs.list", "message.notify_user", "agent.idle",
+    ]  # fmt: skip
+    assert [r.parallel_tool_calls for r in model.calls] == [False, False, False]
+    assert one_tool_results(model.calls[1].messages[-1]) == [
+        ("t1", False, False),
+        ("t2", True, True),
+    ]
+    refused = [e for e in events if isinstance(e, ToolCompleted) and not e.ok]
+    assert [(e.tool_use_id, e.error.code if e.error else None) for e in refused] == [
+        ("t2", "one_tool_per_turn")
+    ]
+    # said once, by the call that ran: the refused one never reached the user
+    assert [e.delta for e in events if isinstance(e, TextDelta)] == ["Here it is."]
+    assert (result.tool_calls, result.failed_tool_calls) == (3, 1)
+
+
+async def test_an_extra_call_never_asks_the_user() -> None:
+    """An extra call that would need the user (a question) is refused, not suspended on."""
+    model = per_goal({GOAL: calls((LIST, ASK), (IDLE,))})
+    runner = TalkingRunner()
+
+    result = await run_step(step(), kit=forced(model, runner), scope=scope(), emit=lambda _: None)
+
+    assert isinstance(result, StepResult) and result.ended == "idle"
+    assert runner.pending == [] and [n for n, _ in runner.runs] == ["programs.list", "agent.idle"]
+    assert one_tool_results(model.calls[1].messages[-1]) == [
+        ("t1", False, False),
+        ("q1", True, True),
+    ]
+
+
+async def test_a_first_call_that_asks_suspends_and_its_extra_is_refused_on_resume() -> None:
+    runner = TalkingRunner()
+    model = per_goal({GOAL: calls((ASK, LIST))})
+    plan = Plan(strategy="tool", reasoning="one loop", steps=[step()])
+
+    outcome = await run_plan(plan, kit=forced(model, runner), scope=scope(), emit=lambda _: None)
+
+    assert isinstance(outcome, PlanSuspended)
+    [paused] = outcome.suspended
+    assert [(p.tool_use_id, p.needs) for p in paused.pending] == [("q1", "answer"), ("t1", None)]
+    runner.answers["q1"] = "Yes"
+    model = per_goal({GOAL: calls((ASK, LIST), (IDLE,))})
+
+    result = await resume_step(
+        plan.steps[0], paused, kit=forced(model, runner), scope=scope(), emit=lambda _: None
+    )
+
+    assert isinstance(result, StepResult) and result.ended == "idle"
+    assert [n for n, _ in runner.runs] == ["agent.idle"]  # programs.list never ran
+    assert one_tool_results(model.calls[0].messages[-1]) == [
+        ("q1", False, False),
+        ("t1", True, True),
+    ]
+
+
+async def test_the_default_loop_may_call_tools_in_parallel() -> None:
+    model = per_goal({GOAL: [*calls((LIST, LIST)), Reply(text="Two programs.")]})
+    runner = TalkingRunner()
+
+    await run_step(step(), kit=kit(model, runner), scope=scope(), emit=lambda _: None)
+
+    assert [r.parallel_tool_calls for r in model.calls] == [True, True]
+    assert [n for n, _ in runner.runs] == ["programs.list", "programs.list"]

@@ -111,9 +111,45 @@ async def test_a_cycle_is_repaired_and_bad_json_twice_falls_back() -> None:
     assert fallback.fallback is not None and "still invalid" in fallback.fallback
     assert "not a valid plan JSON" in fallback.problems[0]
     assert fallback.plan.strategy == "tool"
-    assert fallback.plan.steps[0].tools == ["members.search", "members.get"]  # read tools only
+    # a direct answer with the agent's tools (writes still ask for their approvals)
+    assert fallback.plan.steps[0].tools == ["members.search", "members.get", "workouts.create"]
     assert fallback.plan.steps[0].goal == "find Sam please"
+    assert fallback.plan.steps[0].max_tool_calls == 10  # the step limit, not a small default
     assert fallback.plan.reasoning.startswith("Fallback plan:")
+
+
+async def test_an_invalid_plan_falls_back_keeping_its_valid_sources_and_first_problem() -> None:
+    """The repair's own parse error does not hide what was wrong first, and the sources
+    the plan picked validly are still loaded."""
+    first = plan_json(
+        strategy="tool",
+        steps=[{"id": "s1", "goal": "x", "tools": ["members.nuke"]}],
+        sources=[{"name": "schedule", "params": {"days_ahead": 3}}, {"name": "weather"}],
+    )
+    model = ScriptedModel([first, "sorry, I cannot"])
+    outcome = await make_plan(model, "find Sam", PLANNING)
+    model.assert_complete()
+    assert outcome.fallback == (
+        "the plan was still invalid after one repair; "
+        "the first problem: step 's1' uses unknown tools ['members.nuke']"
+    )
+    assert [(s.name, s.params) for s in outcome.plan.sources] == [("schedule", {"days_ahead": 3})]
+    assert outcome.fallback_code == "invalid_plan"
+    assert outcome.plan.strategy == "tool" and outcome.attempts == 2
+
+    # the repair's plan parses: its valid sources are the ones kept (the latest word)
+    repaired_badly = plan_json(
+        strategy="simple", steps=[{"id": "s1", "goal": "x"}], sources=[{"name": "profile"}]
+    )
+    outcome = await make_plan(ScriptedModel([first, repaired_badly]), "find Sam", PLANNING)
+    assert [s.name for s in outcome.plan.sources] == ["profile"]
+    assert outcome.fallback is not None and "members.nuke" in outcome.fallback
+
+
+async def test_a_fallback_without_tools_is_a_plain_answer() -> None:
+    planning = Planning(catalogue=Catalogue(tools={}, read_tools=[]))
+    outcome = await make_plan(ScriptedModel(["no", "no"]), "hi", planning)
+    assert outcome.plan.strategy == "simple" and outcome.plan.steps == []
 
 
 async def test_a_provider_error_is_raised_not_planned_around() -> None:
@@ -127,6 +163,69 @@ async def test_a_provider_error_is_raised_not_planned_around() -> None:
         await make_plan(model, "find Sam", PLANNING)
     assert (raised.value.code, raised.value.retry_after_s) == ("provider_overloaded", 3.0)
     assert len(model.calls) == 1  # no repair round either
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("provider_overloaded", "planner failed: overloaded"),
+        ("provider_unavailable", "planner failed: unavailable"),
+        ("provider_timeout", "planner failed: timeout"),
+        ("provider_rate_limited", "planner failed: rate_limited"),
+        ("provider_invalid_request", "planner failed: invalid_request"),
+    ],
+)
+async def test_a_turns_planner_failure_falls_back_with_its_code(code: str, reason: str) -> None:
+    """For a turn (``on_error="fallback"``) any provider failure is contained (trainer
+    spec §12.3): the main loop still runs, and the reason names the classified code."""
+
+    def failing(_request: ModelRequest) -> str:
+        raise ModelError(code, "nope")  # type: ignore[arg-type]
+
+    model = FunctionModel(failing)
+    outcome = await make_plan(model, "find Sam", PLANNING, on_error="fallback")
+    assert outcome.fallback == reason and outcome.attempts == 1
+    assert outcome.fallback_code == code
+    assert outcome.plan.strategy == "tool" and outcome.plan.steps[0].goal == "find Sam"
+
+
+async def test_a_failed_repair_names_the_first_problem_and_keeps_the_usage() -> None:
+    usage = TokenUsage(input_tokens=700, output_tokens=40)
+    bad = plan_json(
+        strategy="tool",
+        steps=[{"id": "s1", "goal": "x", "tools": ["members.nuke"]}],
+        sources=[{"name": "schedule"}],
+    )
+    replies = iter([Reply(text=bad, usage=usage)])
+
+    def then_overloaded(_request: ModelRequest) -> Reply:
+        reply = next(replies, None)
+        if reply is None:
+            raise ModelError("provider_overloaded", "busy")
+        return reply
+
+    outcome = await make_plan(
+        FunctionModel(then_overloaded), "find Sam", PLANNING, on_error="fallback"
+    )
+    assert outcome.fallback == (
+        "planner failed: overloaded; the first problem: step 's1' uses unknown tools "
+        "['members.nuke']"
+    )
+    assert [s.name for s in outcome.plan.sources] == ["schedule"]
+    assert outcome.usage == usage and outcome.attempts == 2
+
+
+async def test_anything_but_a_provider_failure_still_raises() -> None:
+    """A cap's refusal (the turn's meter raises its own error) must stop the turn."""
+
+    class Refused(Exception):
+        pass
+
+    def refused(_request: ModelRequest) -> str:
+        raise Refused
+
+    with pytest.raises(Refused):
+        await make_plan(FunctionModel(refused), "x", PLANNING, on_error="fallback")
 
 
 async def test_a_timeout_degrades_to_the_fallback() -> None:

@@ -59,6 +59,21 @@ def test_tool_choice(choice: str, expected: dict[str, str]) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ("auto", {"type": "auto", "disable_parallel_tool_use": True}),
+        ("any", {"type": "any", "disable_parallel_tool_use": True}),
+        ("none", {"type": "none"}),  # allows no call at all: the flag does not apply
+        ("lookup", {"type": "tool", "name": "lookup", "disable_parallel_tool_use": True}),
+    ],
+)
+def test_one_tool_call_per_reply(choice: str, expected: dict[str, object]) -> None:
+    params = build(tools=(TOOL,), tool_choice=choice, parallel_tool_calls=False)
+
+    assert params["tool_choice"] == expected
+
+
 def test_no_tools_means_no_tools_and_no_tool_choice() -> None:
     params = build(tool_choice="any", system=())
 

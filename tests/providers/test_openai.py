@@ -513,6 +513,18 @@ async def test_tool_choice(
     assert provider.requests[0].json["tool_choice"] == sent
 
 
+async def test_one_tool_call_per_reply_is_asked_only_when_wanted(
+    model: OpenAIModel, provider: FakeProvider
+) -> None:
+    provider.enqueue(*(openai_reply(text="ok") for _ in range(3)))
+    await collect(model, ask(tools=(WEATHER,), tool_choice="any", parallel_tool_calls=False))
+    await collect(model, ask(tools=(WEATHER,), tool_choice="any"))
+    await collect(model, ask(parallel_tool_calls=False))  # no tools: nothing to say
+    sent = [r.json for r in provider.requests]
+    assert sent[0]["parallel_tool_calls"] is False and sent[0]["tool_choice"] == "required"
+    assert "parallel_tool_calls" not in sent[1] and "parallel_tool_calls" not in sent[2]
+
+
 async def test_no_tools_sends_neither_tools_nor_tool_choice(
     model: OpenAIModel, provider: FakeProvider
 ) -> None:

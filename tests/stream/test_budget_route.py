@@ -113,8 +113,8 @@ async def test_the_report_matches_the_logged_budgets_and_usage(
         "profile",
         "buffer",
     ]
-    assert planner_call["total_allocated"] == 5_000
-    assert 0 < planner_call["total_used"] <= 5_000
+    assert planner_call["total_allocated"] == 7_200
+    assert 0 < planner_call["total_used"] <= 7_200
     assert [s["source"] for s in first_turn["sources"]] == ["schedule"]
     assert first_turn["sources"][0]["tokens"] > 0
     assert second_turn["sources"] == []  # append-only knowledge: already loaded

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import structlog
@@ -14,10 +15,11 @@ from sqlalchemy import func, select
 from conftest import ServerFactory
 from events import SessionStarted, UserMessage
 from providers import FunctionModel, ModelRequest, Reply, TokenUsage
-from store import Store, UsageRecord, utc_day
+from store import Store, UsageRecord, resets_at, utc_day
 from store._models import UsageRow
 from store._usage_models import DailySpendRow, DailyUsageRow
 from turn import CapPolicy, Turn, TurnKit, TurnModels, run_turn
+from turn._metering import BudgetExceededError
 
 ORG = "acme"
 HAIKU = "claude-haiku-4-5"  # $1 / $5 per million input / output tokens
@@ -111,6 +113,23 @@ async def test_a_turn_over_the_cap_is_refused_before_any_call(store: Store) -> N
         "The daily model budget of $0.10 for this organisation (tier lite) is used up: "
         f"$0.15 spent today. It resets at {tomorrow} UTC."
     )
+
+
+async def test_a_cap_refusal_at_the_planner_still_ends_the_turn(store: Store) -> None:
+    """Unlike a provider failure, which the planner's fallback contains, a refusal under
+    the cap is final: no fallback plan runs on a spent budget."""
+
+    def refuse(_request: ModelRequest) -> str:
+        raise BudgetExceededError("The daily model budget is used up", resets_at(utc_day()))
+
+    answerer = priced()
+    refused = await turn(store, answerer)
+    status = await run_turn(store, replace(refused, planner=FunctionModel(refuse)), kit())
+
+    log = [e.type for e in await store.log.read(refused.session_id)]
+    assert status == "failed" and log[-2:] == ["error", "done"] and "plan_created" not in log
+    assert (await closing(store, refused.session_id))["error"]["code"] == "budget_exceeded"
+    assert answerer.calls == []
 
 
 async def test_an_unmetered_tier_is_never_refused(store: Store) -> None:

@@ -38,7 +38,7 @@ async def test_happy_path_streams_and_logs_the_same_events(make_server: ServerFa
         assert frames[-2].data["input_tokens"] == 11
         assert frames[-2].data["by_role"]["merger"]["output_tokens"] == 5
         budget = frames[-4].data
-        assert budget["role"] == "merger" and budget["report"]["total_allocated"] == 4_000
+        assert budget["role"] == "merger" and budget["report"]["total_allocated"] == 8_000
         assert frames[-1].data == {"session_id": session_id, "status": "completed", "type": "done"}
         ids = [f.id for f in frames]
         assert ids == sorted(set(ids))

@@ -4,7 +4,8 @@ A turn whose work could not be done because the provider failed ends with ``erro
 (``provider_*``) then ``done {"status": "failed"}``, in the stream, in ``POST /v1/chat``,
 in the turn row and in ``turn.failed``: on the simple, tool and complex paths, after a
 resume and after a takeover. A complex plan with some steps done still merges and says
-which steps failed (``done.partial``, ``failed_steps``).
+which steps failed (``done.partial``, ``failed_steps``). The planner's failure alone is
+contained (trainer spec §12.3): its fallback plan still runs the main loop.
 """
 
 from __future__ import annotations
@@ -34,9 +35,15 @@ from events import (
     UserMessage,
 )
 from helpers import Frame, stream_post, stream_turn, types
-from providers import ScriptedModel
+from providers import ScriptedModel, TokenUsage, ToolCall
 from providers._anthropic import AnthropicModel
-from providers.fake import FakeProvider, FakeServer, anthropic_error, json_exchange
+from providers.fake import (
+    FakeProvider,
+    FakeServer,
+    anthropic_error,
+    anthropic_reply,
+    json_exchange,
+)
 from store import Store, StoredEvent
 from turn import TurnKit, TurnModels, TurnRunner
 from turn._keeper import Keeper
@@ -138,13 +145,88 @@ async def test_an_outage_fails_the_turn_on_the_demo_toolset(
     error = frames[-2].data
     assert error["code"] == code and done(frames)["status"] == "failed"
     assert error.get("retry_after_s") == (7.0 if status == 429 else None)
-    assert "plan_created" not in types(frames)  # no fallback plan over a failing provider
+    # the planner's failure is contained (its fallback runs the main loop), which fails too
+    [created] = [f.data for f in frames if f.event == "plan_created"]
+    assert created["fallback"] == "planner failed: " + code.removeprefix("provider_")
     assert "text_delta" not in types(frames) and stored == "failed"
     [failed] = [e for e in logs if e["event"] == "turn.failed"]
     assert failed["code"] == code and not [e for e in logs if e["event"] == "turn.completed"]
     body = reply.json()
     assert reply.status_code == 200 and body["status"] == "failed" and body["answer"] == ""
     assert body["error"]["code"] == code and body["partial"] is False
+
+
+def planned(**plan: Any) -> Any:
+    """The planner's reply through Anthropic: its structured output is a ``plan`` call."""
+    usage = TokenUsage(input_tokens=900, output_tokens=60)
+    return anthropic_reply(tool_calls=[ToolCall(id="p", name="plan", input=plan)], usage=usage)
+
+
+async def test_a_planner_overload_is_contained_and_the_turn_answers(db_url: str) -> None:
+    """A 529 from the planner: the fallback (a direct answer with the agent's tools)
+    answers, and ``plan_created`` says why."""
+    answer = "There are 12 active members."
+    provider = FakeProvider().enqueue(
+        anthropic_error(529),  # the planner
+        anthropic_reply(text=answer, usage=TokenUsage(input_tokens=400, output_tokens=9)),
+        anthropic_reply(text="Active members"),  # the new session's title
+    )
+    with FakeServer(provider) as fake:
+        async with anthropic_server(db_url, fake) as server:
+            with capture_logs() as logs:
+                frames = await stream_turn(
+                    server.client, {"message": "How many members are active?"}, server.auth()
+                )
+    assert "error" not in types(frames) and done(frames)["status"] == "completed"
+    [logged] = [e for e in logs if e["event"] == "planner.fallback"]
+    assert (logged["code"], logged["attempts"]) == ("provider_overloaded", 1)
+    [created] = [f.data for f in frames if f.event == "plan_created"]
+    assert created["fallback"] == "planner failed: overloaded"
+    assert created["strategy"] == "tool" and created["reasoning"].startswith("Fallback plan:")
+    assert created["steps"][0]["goal"] == "How many members are active?"
+    assert "".join(f.data["delta"] for f in frames if f.event == "text_delta") == answer
+    step_request = provider.requests[1].json
+    assert step_request["tools"] and "tool_choice" in step_request  # the agent's tools
+    [usage] = [f.data for f in frames if f.event == "usage"]
+    assert "planner" not in usage["by_role"]  # the failed call cost nothing
+    assert provider.pending == 0
+
+
+@pytest.mark.parametrize("repair", ["invalid", "529"])
+async def test_an_invalid_plans_valid_sources_are_still_loaded(db_url: str, repair: str) -> None:
+    """The plan named an unknown tool and an unknown source beside a valid one; its repair
+    was invalid too (or failed): the fallback loads the valid source, names the first
+    problem, and the planner's calls are metered."""
+    bad = {
+        "strategy": "tool", "reasoning": "x",
+        "steps": [{"id": "s1", "goal": "find Sam", "tools": ["members.nuke"]}],
+        "sources": [{"name": "schedule", "params": {"days_ahead": 3}}, {"name": "weather"}],
+    }  # fmt: skip
+    second = planned(strategy="sometimes") if repair == "invalid" else anthropic_error(529)
+    provider = FakeProvider().enqueue(
+        planned(**bad), second, anthropic_reply(text="Sam is here."), anthropic_reply(text="T")
+    )
+    with FakeServer(provider) as fake:
+        async with anthropic_server(db_url, fake) as server:
+            await seed_demo(server.store, ORG)
+            frames = await stream_turn(server.client, {"message": "find Sam"}, server.auth())
+    assert done(frames)["status"] == "completed"
+    [created] = [f.data for f in frames if f.event == "plan_created"]
+    cause = (
+        "the plan was still invalid after one repair"
+        if repair == "invalid"
+        else ("planner failed: overloaded")
+    )
+    first = "step 's1' uses unknown tools ['members.nuke']"
+    assert created["fallback"] == f"{cause}; the first problem: {first}"
+    assert created["sources"] == ["schedule"]
+    [loaded] = [f.data for f in frames if f.event == "context_loaded"]
+    assert (loaded["source"], loaded["params"], loaded.get("error")) == (
+        "schedule", {"days_ahead": 3}, None,
+    )  # fmt: skip
+    [usage] = [f.data for f in frames if f.event == "usage"]
+    planner_tokens = 1_800 if repair == "invalid" else 900
+    assert usage["by_role"]["planner"]["input_tokens"] == planner_tokens
 
 
 async def test_a_dry_run_reports_an_outage_instead_of_a_fallback_plan(db_url: str) -> None:

@@ -219,7 +219,7 @@ async def test_a_forced_loops_second_turn_carries_the_first_turns_calls(db_url: 
     uses = [b["id"] for b in blocks(body, "tool_use")]
     results = [b["tool_use_id"] for b in blocks(body, "tool_result")]
     assert uses == results == ["toolu_c0", "toolu_n0", "toolu_i0"]
-    assert body["tool_choice"] == {"type": "any"}
+    assert body["tool_choice"]["type"] == "any"
     assert "The conversation so far" not in json.dumps(body)  # no plain-text digest
 
 

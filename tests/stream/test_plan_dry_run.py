@@ -69,7 +69,7 @@ async def test_a_dry_run_plans_allocates_and_estimates_without_writing(
     assert body["budget"]["planner"]["role"] == "planner"
     assert body["budget"]["executor"]["steps"]["s1"] == {
         "max_tool_calls": 2,
-        "tokens_per_call": 1500,
+        "tokens_per_call": 8100,
     }
     assert body["budget"]["merger"]["results"] == 2000
     estimate = body["estimate"]

@@ -165,7 +165,7 @@ async def test_an_over_long_identity_is_cut_and_the_cut_reported() -> None:
 
 
 async def test_the_planner_abbreviates_its_catalogue_to_make_room() -> None:
-    tools = {f"tool.{i}": f"Does thing number {i} for the studio, carefully." for i in range(60)}
+    tools = {f"tool.{i}": f"tool.{i}: Does thing number {i} for the studio." for i in range(300)}
     catalogue = Catalogue(tools=tools, read_tools=[])
     model = FunctionModel(lambda _r: json.dumps(PLANS["simple"]), name="claude-haiku-4-5")
 
@@ -177,6 +177,8 @@ async def test_the_planner_abbreviates_its_catalogue_to_make_room() -> None:
     [system] = [s for s in outcome.budget.sections if s.name == "system"]
     assert system.allocated == PLANNER_BUDGET.tokens("system")
     assert any(c.action == "abbreviated" for c in outcome.budget.cuts)
+    text = "\n".join(block.text for block in request.system)
+    assert [n for n in tools if f"- {n}" not in text] == []  # every name, whole
 
 
 # --- the Anthropic wire ------------------------------------------------------------------

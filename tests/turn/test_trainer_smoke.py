@@ -135,7 +135,7 @@ async def test_the_spec_smoke_test_on_the_anthropic_wire(store: Store, server: F
     assert message["artifact"]["payload"]["exercises"][0]["exercise_name"] == "Push-up"
     assert stored is not None and stored.payload == message["artifact"]["payload"]
     for body in sent:  # forced, with the spec's four breakpoints
-        assert body["tool_choice"] == {"type": "any"}
+        assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
         assert "cache_control" in body["tools"][-1]
         assert [("cache_control" in b) for b in body["system"]][-2:] == [True, True]
         assert body["system"][-1]["text"].startswith("<user_data>")

@@ -5,7 +5,6 @@ type's fields), then version 2 after a swap, and again after a reload from the l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,13 +17,13 @@ from bosun_web import Bosun, serve
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer.yaml"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-BUDGETS = {"BOSUN_BUDGETS": json.dumps({"executor": {"tools": 2000}})}
 
 
 @pytest.fixture(scope="module")
 def bosun(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bosun]:
     steps = yaml.safe_load(EXAMPLE.read_text())["steps"]
-    with serve(tmp_path_factory.mktemp("trainer"), yaml.safe_dump(steps), env=BUDGETS) as served:
+    # Default budgets: the trainer's tools are sent whole with no override (issue 26).
+    with serve(tmp_path_factory.mktemp("trainer"), yaml.safe_dump(steps)) as served:
         yield served
 
 
