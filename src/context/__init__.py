@@ -21,6 +21,7 @@ from context._conversation import (
     KEEP_LAST,
     History,
     HistoryEntry,
+    HistoryFit,
     abandoned,
     answer_text,
     conversation,
@@ -78,6 +79,7 @@ from context._sources import (
 )
 from context._tokens import EncodingIntegrityError, TokenCounter
 from context._tools import fit_tools
+from context._transcript import compact_messages, compact_text
 from context._user_data import PROFILE_SECTION, UserData, user_data_tag
 
 __all__ = [
@@ -100,6 +102,7 @@ __all__ = [
     "EncodingIntegrityError",
     "History",
     "HistoryEntry",
+    "HistoryFit",
     "Item",
     "MessageDetail",
     "PromptParts",
@@ -125,6 +128,8 @@ __all__ = [
     "answer_text",
     "artifact_text",
     "caller_block",
+    "compact_messages",
+    "compact_text",
     "compress_history",
     "conversation",
     "covers",

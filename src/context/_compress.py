@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from context._budget import SUMMARISER_BUDGET
-from context._conversation import KEEP_LAST, render_message
+from context._conversation import KEEP_LAST
 from context._fit import fit_section
 from context._sections import Item
 from context._tokens import TokenCounter
+from context._transcript import compact_text
 from providers import Message, Model, ModelError, ModelRequest, SystemBlock, TokenUsage, call_model
 
 log = structlog.get_logger(__name__)
@@ -28,8 +29,12 @@ SUMMARISER_PROMPT = (
     "You compress chat histories for an assistant that will continue the conversation. "
     "Write a concise summary of the transcript: the user's goals, facts and preferences "
     "they stated, decisions made, actions taken (with names, ids, dates and numbers "
-    "exactly as given), and open questions. Plain prose or short bullets, no preamble. "
-    "If the transcript starts with an earlier summary, fold it in."
+    "exactly as given), and open questions. The transcript shows tool calls and their "
+    "results in compact form ([tool call NAME id=… input=…], [tool result id=… ok|error: "
+    "…]): keep every id a tool created or changed (a record, a task, an artifact), with "
+    "what it is, since later turns will refer to it; say which calls failed. Plain prose "
+    "or short bullets, no preamble. If the transcript starts with an earlier summary, "
+    "fold it in, keeping its ids."
 )
 OnUsage = Callable[[str, TokenUsage], None]  # (model reported, usage): for cost accounting
 TITLE_PROMPT = (
@@ -89,7 +94,7 @@ async def compress_history(
     fill = fit_section(
         "history",
         max_input_tokens,
-        [Item(full=render_message(m), key=f"message {i}") for i, m in enumerate(older)],
+        [Item(full=compact_text(m), key=f"message {i}") for i, m in enumerate(older)],
         counter=counter or TokenCounter(),
         drop_from="start",
         separator="\n",

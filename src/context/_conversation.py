@@ -1,9 +1,11 @@
 """Rebuild the conversation from the session log (the log is the only source of truth).
 
-``conversation`` is the whole transcript (what a client is shown). ``history`` is what a
-model is shown: it starts from the latest ``history_summarised`` event, so a compressed
-session replays as [summary note] + the messages after it. ``fit_history`` then fits that
-into a role's conversation section, newest messages first, recording every cut.
+``conversation`` is the client's transcript (user texts and final answers). ``history`` is
+what a model is shown: the native transcript (``context._transcript``: tool calls with
+their results, artifacts after them), starting from the latest ``history_summarised``
+event, so a compressed session replays as [summary note] + the messages after it.
+``fit_history`` then fits that into a role's conversation section, newest first, a call
+and its result kept together, recording every cut.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from dataclasses import dataclass, field
 from context._fit import fit_section, fit_text
 from context._sections import Cut, Item, SectionFill
 from context._tokens import TokenCounter
-from providers import Message, TextPart, ToolCall, ToolResult
+from context._transcript import TurnLog, answers, pair_units, without_orphans
+from providers import Message, Part, TextPart, ToolCall, ToolResult
 from store import StoredEvent
 
 SUMMARY_EVENT = "history_summarised"
@@ -67,7 +70,10 @@ class History:
         (``None`` when there is nothing older to summarise)."""
         if len(self.entries) <= keep_last:
             return None
-        return self.entries[len(self.entries) - keep_last - 1].seq
+        cut = len(self.entries) - keep_last - 1
+        while cut >= 0 and answers(self.entries[cut].message, self.entries[cut + 1].message):
+            cut -= 1  # never between a tool call and its result
+        return self.entries[cut].seq if cut >= 0 else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -111,7 +117,7 @@ def answer_text(events: Iterable[StoredEvent]) -> str:
 
 
 def _entries(
-    events: Iterable[StoredEvent], exclude_turn: str | None, *, merge: bool = False
+    events: Iterable[StoredEvent], exclude_turn: str | None
 ) -> tuple[list[HistoryEntry], StoredEvent | None]:
     turns: dict[str, _TurnText] = {}
     summary: StoredEvent | None = None
@@ -134,9 +140,7 @@ def _entries(
             turn.done_seq = stored.seq
     entries: list[HistoryEntry] = []
     for turn in turns.values():
-        if turn.user is not None and merge:
-            _add_user(entries, turn.user, turn.user_seq)
-        elif turn.user is not None:
+        if turn.user is not None:
             entries.append(HistoryEntry(message=Message.user(turn.user), seq=turn.user_seq))
         if turn.done_seq is not None:
             answer = Message.assistant("".join(turn.answer))
@@ -144,15 +148,42 @@ def _entries(
     return entries, summary
 
 
-def _add_user(entries: list[HistoryEntry], text: str, seq: int) -> None:
-    """Append a user message; one right after another (the earlier turn got no answer)
-    is merged into it (spec §4.3), so the model sees alternating roles and both texts."""
+def _native(
+    events: Iterable[StoredEvent], exclude_turn: str | None
+) -> tuple[list[HistoryEntry], StoredEvent | None]:
+    """The session as native messages (``context._transcript``), turn after turn, and the
+    latest summary event."""
+    turns: dict[str, TurnLog] = {}
+    summary: StoredEvent | None = None
+    logged = list(events)
+    gone = abandoned(logged)
+    for stored in logged:
+        if stored.type == SUMMARY_EVENT and {"summary", "up_to_seq"} <= stored.data.keys():
+            summary = stored  # events arrive in seq order: the last one is the latest
+            continue
+        if stored.turn_id is None or stored.turn_id == exclude_turn or stored.seq in gone:
+            continue
+        turns.setdefault(stored.turn_id, TurnLog()).fold(stored)
+    entries: list[HistoryEntry] = []
+    for turn in turns.values():
+        for message, seq in turn.messages():
+            _append(entries, message, seq)
+    return entries, summary
+
+
+def _append(entries: list[HistoryEntry], message: Message, seq: int) -> None:
+    """Append a message; a user message right after another (a turn that got no answer,
+    a question after a tool result) is merged into it (spec §4.3: roles alternate)."""
     last = entries[-1] if entries else None
-    if last is None or last.message.role != "user":
-        entries.append(HistoryEntry(message=Message.user(text), seq=seq))
+    if last is None or last.message.role != "user" or message.role != "user":
+        entries.append(HistoryEntry(message=message, seq=seq))
         return
-    merged = Message.user(f"{last.message.text}\n\n{text}")
-    entries[-1] = HistoryEntry(message=merged, seq=seq)
+    texts = (*last.message.parts, *message.parts)
+    if all(isinstance(p, TextPart) for p in texts):  # two texts read as one message
+        merged = Message.user(f"{last.message.text}\n\n{message.text}")
+    else:
+        merged = Message(role="user", parts=texts)
+    entries[-1] = HistoryEntry(message=merged, seq=max(seq, last.seq))
 
 
 def conversation(
@@ -170,20 +201,32 @@ def conversation(
 
 
 def history(events: Iterable[StoredEvent], *, exclude_turn: str | None = None) -> History:
-    """The model's view of a session: the latest summary (if any) and the messages after
-    its ``up_to_seq``. Older summaries are superseded: each one folds in its predecessor.
-    Consecutive user messages (a turn that got no answer) are merged into one (§4.3)."""
-    entries, summary = _entries(events, exclude_turn, merge=True)
+    """The model's view of a session as native messages (``context._transcript``): the
+    latest summary (if any) and the messages after its ``up_to_seq``. Older summaries are
+    superseded: each one folds in its predecessor. Consecutive user messages are merged
+    into one (§4.3); tool results whose call the summary covers are left out.
+
+    Reads only what it is given: the latest ``history_summarised`` event and the events
+    after its ``up_to_seq`` are enough (a turn need not read the whole log)."""
+    entries, summary = _native(events, exclude_turn)
     if summary is None:
         return History(entries=tuple(entries))
     up_to = int(summary.data["up_to_seq"])
     return History(
-        entries=tuple(e for e in entries if e.seq > up_to),
+        entries=_without_orphans([e for e in entries if e.seq > up_to]),
         summary=str(summary.data["summary"]),
         up_to_seq=up_to,
         summarised=tuple(e.message for e in entries if e.seq <= up_to),
         covered=_covered(summary.data),
     )
+
+
+def _without_orphans(entries: list[HistoryEntry]) -> tuple[HistoryEntry, ...]:
+    if not entries:
+        return ()
+    kept = without_orphans([entries[0].message])
+    head = [HistoryEntry(message=kept[0], seq=entries[0].seq)] if kept else []
+    return (*head, *entries[1:])
 
 
 def _covered(data: dict[str, object]) -> tuple[int, int] | None:
@@ -207,20 +250,46 @@ def render_message(message: Message) -> str:
     return f"{message.role}: {' '.join(pieces)}"
 
 
-def _item(message: Message, index: int) -> Item:
-    full = render_message(message)
-    short = None
-    if len(full) > _SHORT_CHARS + 40:
-        short = f"{full[:_SHORT_CHARS].rstrip()} […]"
-    return Item(full=full, short=short, key=f"message {index}")
+def _shorten(message: Message) -> Message:
+    """A message abbreviated in place: long texts and results cut to their head, every
+    tool call and result kept with its id (so pairs stay valid)."""
+    parts: list[Part] = []
+    for part in message.parts:
+        match part:
+            case TextPart(text=text) if len(text) > _SHORT_CHARS + 40:
+                parts.append(TextPart(text=f"{text[:_SHORT_CHARS].rstrip()} […]"))
+            case ToolResult(content=content) if len(content) > _SHORT_CHARS + 40:
+                short = f"{content[:_SHORT_CHARS].rstrip()} […]"
+                parts.append(ToolResult(tool_use_id=part.tool_use_id, content=short,
+                                        is_error=part.is_error))  # fmt: skip
+            case _:
+                parts.append(part)
+    return Message(role=message.role, parts=tuple(parts))
 
 
-def _message(original: Message, text: str, form: str) -> Message:
+def _render(messages: Sequence[Message]) -> str:
+    return "\n".join(render_message(m) for m in messages)
+
+
+def _unit_item(unit: Sequence[Message], index: int) -> Item:
+    full = _render(unit)
+    short = _render([_shorten(m) for m in unit])
+    return Item(full=full, short=short if len(short) < len(full) else None, key=f"message {index}")
+
+
+def _unit_messages(unit: Sequence[Message], text: str, form: str) -> list[Message]:
     if form == "full":
-        return original  # the same object: an unchanged prefix stays byte-identical
+        return list(unit)  # the same objects: an unchanged prefix stays byte-identical
+    if (
+        form == "short"
+        or len(unit) > 1
+        or any(isinstance(p, ToolCall | ToolResult) for p in unit[0].parts)
+    ):
+        return [_shorten(m) for m in unit]  # tool work keeps its structure (and its ids)
+    original = unit[0]
     prefix = f"{original.role}: "
     body = text[len(prefix) :] if text.startswith(prefix) else text
-    return Message(role=original.role, parts=(TextPart(text=body),))
+    return [Message(role=original.role, parts=(TextPart(text=body),))]
 
 
 def fit_history(
@@ -234,33 +303,37 @@ def fit_history(
 ) -> HistoryFit:
     """Fit a history (plus the ``current`` message, newest) into ``allocation`` tokens.
 
-    The last ``keep_last`` messages stay verbatim; older ones are abbreviated, then
-    dropped oldest first (a marker says how many); a single oversize message is cut. A
-    history that starts from a summary keeps the summary first (it stands for everything
-    older, so it is never the first thing dropped; it gets at most a third of the
-    allocation) and records a ``compressed`` cut.
+    A message with tool calls and the message with their results are one unit, kept,
+    abbreviated or dropped together (a provider rejects a call without its result and a
+    result without its call). The last ``keep_last`` units stay verbatim; older ones are
+    abbreviated (ids kept), then dropped oldest first (a marker says how many); a single
+    oversize message is cut. A history that starts from a summary keeps the summary first
+    (it stands for everything older, so it is never the first thing dropped; it gets at
+    most a third of the allocation) and records a ``compressed`` cut.
     """
     if isinstance(source, History) and source.summary is not None:
         return _fit_summarised(source, allocation, counter, keep_last, current, section)
     base = source.messages if isinstance(source, History) else list(source)
-    messages = [*base, current] if current is not None else base
+    messages = without_orphans([*base, current] if current is not None else base)
+    units = [[messages[i] for i in unit] for unit in pair_units(messages)]
     fill = fit_section(
         section,
         allocation,
-        [_item(m, i) for i, m in enumerate(messages)],
+        [_unit_item(unit, i) for i, unit in enumerate(units)],
         counter=counter,
         drop_from="start",
         verbatim=keep_last,
         omitted=OMITTED_MESSAGES,
     )
     fitted = [
-        _message(messages[i], text, form)
+        message
         for i, text, form in zip(fill.kept, fill.items, fill.forms, strict=True)
+        for message in _unit_messages(units[i], text, form)
     ]
-    dropped = len(messages) - len(fill.kept)
+    dropped = sum(len(units[i]) for i in range(len(units)) if i not in set(fill.kept))
     if dropped and fill.text:
         fitted.insert(0, Message.user(OMITTED_MESSAGES.format(count=dropped)))
-    return HistoryFit(messages=tuple(fitted), fill=fill)
+    return HistoryFit(messages=tuple(without_orphans(fitted)), fill=fill)
 
 
 def _fit_summarised(

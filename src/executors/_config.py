@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from context import EXECUTOR_BUDGET, Item, RoleBudget, TokenCounter, UserData, caller_block
+from context import EXECUTOR_BUDGET, History, Item, RoleBudget, TokenCounter, UserData, caller_block
 from events import Event
 from providers import Model
 from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry, UserRole
@@ -108,7 +108,10 @@ class ExecutorKit:
     the token counter for that model, the executor budget and limits, and the agent
     profile's ``identity`` prompt (empty: none), so steps speak as the same agent.
     ``loop`` is the agent's loop; a ``forced_tools`` step is also offered the
-    communication tools of ``registry`` whatever its plan gave it."""
+    communication tools of ``registry`` whatever its plan gave it. ``history`` is the
+    session so far, for a step that continues the conversation (a ``tool`` plan's step, a
+    forced loop): fitted into the budget's ``conversation`` section and sent natively
+    before the step's goal."""
 
     model: Model
     runner: ToolRunnerLike
@@ -121,6 +124,7 @@ class ExecutorKit:
     user_data: UserData | None = None  # the agent's user-data block, loaded every call
     loop: Loop = "default"
     knowledge: tuple[Item, ...] = ()  # the turn's loaded sources: every step gets them whole
+    history: History | None = None
 
     @property
     def forced(self) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import assert_never
 
-from context import Item, SectionFill, executor_request
+from context import HistoryFit, Item, SectionFill, executor_request, fit_history
 from events import ContextBudget, StepError
 from executors._calls import close_in_flight, refuse_all, resume_tools, run_tools
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
@@ -36,7 +36,9 @@ from executors._state import (
 from planner import PlannedStep
 from providers import Message, ModelError, ModelRequest, TextPart, ToolCall
 from providers import call_model as stream_reply
-from tools import COMMUNICATION_TOOLS, ToolDef
+from tools import COMMUNICATION_TOOLS, READ_RESULT_TOOL, ToolDef
+
+CONVERSATION = "conversation"
 
 
 async def run_step(
@@ -125,6 +127,7 @@ def _fresh_state(
         user_data=user_data,
         knowledge=kit.knowledge,
         caller=caller,
+        history=_history(kit),
     )
     share = share or StepShare()
     started = now()
@@ -135,11 +138,26 @@ def _fresh_state(
     )
 
 
+def _history(kit: ExecutorKit) -> HistoryFit | None:
+    """The conversation so far, fitted into the budget's ``conversation`` section, for a
+    step that continues it (``kit.history``)."""
+    if kit.history is None or CONVERSATION not in kit.budget.names:
+        return None
+    return fit_history(kit.history, kit.budget.tokens(CONVERSATION), counter=kit.counter)
+
+
 def _step_tools(step: PlannedStep, kit: ExecutorKit) -> list[ToolDef]:
     """The step's tools. A forced loop's communication tools come first, whether its plan
     gave them or not: tools that do not fit the budget are cut from the end, and a loop
-    that cannot talk or stop is useless."""
+    that cannot talk or stop is useless. A step that sees the conversation may also read
+    an earlier result whole (``tool_results.read``), when its agent may."""
     tools = [kit.registry.get(name) for name in step.tools]
+    if (
+        kit.history is not None
+        and READ_RESULT_TOOL in kit.registry
+        and READ_RESULT_TOOL not in step.tools
+    ):
+        tools.append(kit.registry.get(READ_RESULT_TOOL))
     if not kit.forced:
         return tools
     talk = [t for t in kit.registry if t.name in COMMUNICATION_TOOLS]

@@ -29,10 +29,21 @@ from context import (
 )
 from events import ContextBudget, TextDelta
 from executors._config import Emit
-from executors._prompt import fit_system
+from executors._prompt import fit_system, tool_spec
 from executors._results import StepResult
 from planner import Plan
-from providers import Called, Message, Model, ModelRequest, StopReason, TokenUsage, call_model
+from providers import (
+    Called,
+    Message,
+    Model,
+    ModelRequest,
+    StopReason,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    call_model,
+)
+from tools import READ_RESULT
 
 ANSWER_PROMPT = (
     "You are Bosun, an assistant for the user's organisation. Answer clearly and concisely. "
@@ -179,14 +190,23 @@ async def _request(
         view, budget.tokens("conversation"), counter=counter, current=Message.user(user_text)
     )
     *older, current = conversation.messages
+    # A provider refuses tool calls in the history of a request that defines no tools: the
+    # writer gets the read tool, off (it answers in text), so its history stays native.
+    tools = (tool_spec(READ_RESULT),) if any(_tool_work(m) for m in older) else ()
     request = layout_request(
         PromptParts(
             system=system.prompt,
             identity=system.identity,
             caller=caller,
+            tools=tools,
             knowledge=tuple(text for text in texts if text),
             history=tuple(older),
             task=current,
-        )
+        ),
+        tool_choice="none" if tools else "auto",
     )
     return request, BudgetReport.build(budget, [*fills, section, conversation.fill])
+
+
+def _tool_work(message: Message) -> bool:
+    return any(isinstance(part, ToolCall | ToolResult) for part in message.parts)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from context import (
     KNOWLEDGE,
     BudgetReport,
+    HistoryFit,
     Item,
     PromptParts,
     RoleBudget,
@@ -86,12 +87,14 @@ def build_prompt(
     user_data: SectionFill | None = None,
     knowledge: Sequence[Item] = (),
     caller: str = "",
+    history: HistoryFit | None = None,
 ) -> StepPrompt:
     """Fit the agent's ``identity`` and ``instructions`` (``FORCED_PROMPT`` for a
     forced-tools loop), goal, tools, the turn's ``knowledge`` and the step's ``data`` into
     ``budget``. Every granted tool and every knowledge item is sent whole (their section
     grows, with an ``overrun`` cut, when they do not fit); only ``data`` is abbreviated.
-    ``caller`` opens the org/user block (``context.caller_block``)."""
+    ``caller`` opens the org/user block (``context.caller_block``); ``history`` is the
+    fitted conversation before the goal (a step that continues the conversation)."""
     system = fit_system(identity, instructions, budget.tokens("system"), counter=counter)
     task = fit_text("task", budget.tokens("task"), goal, counter=counter)
     fills: list[SectionFill] = [system.fill, task]
@@ -113,6 +116,8 @@ def build_prompt(
         )
         fills.append(fill)
         texts.append(fill.text)
+    if history is not None:
+        fills.append(history.fill)
     parts = PromptParts(
         system=system.prompt,
         identity=system.identity,
@@ -120,6 +125,7 @@ def build_prompt(
         caller=caller,
         user_data=user_data.text if user_data is not None else "",
         knowledge=tuple(text for text in texts if text),
+        history=history.messages if history is not None else (),
         task=task.text,
     )
     return StepPrompt(

@@ -10,7 +10,7 @@ from typing import Any
 from litestar import post
 from litestar.params import JSONBody
 
-from context import history, loads_from_log
+from context import compact_messages, history, loads_from_log
 from planner import DryRun, dry_run
 from providers import ModelError
 from store import StoredEvent
@@ -72,6 +72,6 @@ async def _dry_run(
         budgets=kit.budgets,
         executor_model=(models.answer or models.planner).name,
         merger_model=(models.answer or models.planner).name,
-        history=history(events).messages,
+        history=compact_messages(history(events).messages),
         loaded=loads_from_log(events),
     )

@@ -28,6 +28,7 @@ from tools._notify_user import GET_ARTIFACT, NOTIFY_USER, artifact_json, artifac
 from tools._openapi_map import METHODS as OPENAPI_METHODS
 from tools._openapi_map import InvalidDocumentError
 from tools._registry import Inverse, ToolDef, ToolRegistry, UnknownToolError, UserRole
+from tools._results_read import READ_RESULT, READ_RESULT_TOOL
 from tools._runner import (
     Capabilities,
     Needs,
@@ -85,6 +86,8 @@ __all__ = [
     "NOTIFY_TOOL",
     "NOTIFY_USER",
     "OPENAPI_METHODS",
+    "READ_RESULT",
+    "READ_RESULT_TOOL",
     "ArtifactType",
     "Capabilities",
     "DocumentUnreachableError",

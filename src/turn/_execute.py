@@ -13,7 +13,7 @@ operator-only), its pending calls are announced (``confirmation_pending`` /
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from context import Item, SourceScope, knowledge_items
@@ -35,11 +35,16 @@ from executors import (
 from planner import Plan
 from providers import ModelError, ProviderErrorCode, StopReason
 from store import Store
-from tools import ToolRunner
-from turn._forced import conversation_items
+from tools import READ_RESULT, Capabilities, ToolRegistry, ToolRunner
+from turn._forced import message_items
 from turn._observe import confirmation_pending
 from turn._phases import TurnKit
 from turn._work import Ask, Crew, Work
+
+CONVERSATION_ROOM = 4_000
+"""The least conversation a step that continues it (a ``tool`` plan's, a forced loop) is
+given, in tokens: it acts on earlier tool work (ids, results), so it gets more of it than
+the answer's writer; compaction keeps a long session well under it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,24 +74,31 @@ async def execute_plan(
     assert kit.tools is not None, "plans with steps need a tool registry"
     plan = work.plan
     assert plan is not None, "only a plan's steps are executed"
+    continues = plan.strategy == "tool" or kit.forced  # its steps go on with the conversation
+    sections, tools, caps = kit.budgets.executor, kit.tools, kit.capabilities
+    if continues:  # it acts on the conversation: at least the answer writer's room for it
+        room = max(kit.budgets.merger.tokens("conversation"), CONVERSATION_ROOM)
+        sections = sections.with_section("conversation", room)
+        tools, caps = with_result_reader(tools, caps)
     executors = ExecutorKit(
         model=crew.executor,
-        runner=ToolRunner(kit.tools, store, capabilities=kit.capabilities),
-        registry=kit.capabilities.usable(kit.tools.for_role(scope.role)),
+        runner=ToolRunner(tools, store, capabilities=caps),
+        registry=caps.usable(tools.for_role(scope.role)),
         counter=kit.counter(crew.executor),
-        budget=kit.budgets.executor,
+        budget=sections,
         limits=kit.executor_limits,
         identity=kit.identity,
         steps=None if kit.max_steps is None else StepCounter(kit.max_steps),
         loop=kit.loop,
+        history=ask.view if continues else None,
         user_data=kit.user_data_for(
             kit.budgets.executor, source_scope(scope), kit.counter(crew.executor)
         ),
         knowledge=tuple(knowledge_items(ask.knowledge)),
     )
     data: list[Item] = []
-    if kit.forced and plan.strategy == "tool":  # the whole turn: it needs the conversation
-        data = [*conversation_items(ask.text, ask.view)]
+    if kit.forced and plan.strategy == "tool":  # the goal may have cut the user's words
+        data = [*message_items(ask.text)]
     outcome = await run_plan(
         plan, kit=executors, scope=scope, emit=emit, data=data, resume=work.paused, budget=budget,
         concurrency=kit.plan_limits.max_executors,
@@ -107,6 +119,18 @@ async def execute_plan(
         identity=kit.identity, knowledge=ask.knowledge, caller=scope.caller,
     )  # fmt: skip
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
+
+
+def with_result_reader(
+    tools: ToolRegistry, caps: Capabilities
+) -> tuple[ToolRegistry, Capabilities]:
+    """``tools`` and ``caps`` with the built-in ``tool_results.read`` added and allowed (a
+    replayed result may be abbreviated; this reads it whole) unless the agent blocks it."""
+    if READ_RESULT.name in tools:
+        return tools, caps
+    if caps.allow is not None:
+        caps = replace(caps, allow=caps.allow | {READ_RESULT.name})
+    return ToolRegistry([*tools, READ_RESULT]), caps
 
 
 def source_scope(scope: TurnScope) -> SourceScope:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from context import History, Item, render_message
+from context import Item
 from planner import Plan, PlannedStep
 from tools import ToolRegistry
 
 FORCED_STEP = "s1"
 GOAL_CHARS = 600  # PlannedStep.goal's bound
-_HISTORY_MESSAGES = 8  # the latest messages of the conversation a forced loop is shown
 
 
 def forced_plan(plan: Plan | None, *, text: str, tools: ToolRegistry, max_tool_calls: int) -> Plan:
@@ -41,14 +40,9 @@ def forced_plan(plan: Plan | None, *, text: str, tools: ToolRegistry, max_tool_c
     )
 
 
-def conversation_items(text: str, view: History) -> Sequence[Item]:
+def message_items(text: str) -> Sequence[Item]:
     """What a forced loop's data starts with: the user's whole message when the goal had
-    to cut it, then the latest messages of the conversation (oldest of them first)."""
-    items: list[Item] = []
-    if len(text) > GOAL_CHARS:
-        items.append(Item(full=f"The user's message in full:\n{text}", key="message"))
-    recent = view.messages[-_HISTORY_MESSAGES:]
-    if recent:
-        lines = "\n".join(render_message(m) for m in recent)
-        items.append(Item(full=f"The conversation so far:\n{lines}", key="conversation"))
-    return items
+    to cut it. (The conversation so far reaches the loop as native messages.)"""
+    if len(text) <= GOAL_CHARS:
+        return []
+    return [Item(full=f"The user's message in full:\n{text}", key="message")]

@@ -22,6 +22,7 @@ from context import (
     SourceScope,
     TokenCounter,
     UserData,
+    compact_messages,
     load_sources,
     loads_from_log,
     loads_needed,
@@ -159,8 +160,8 @@ async def plan_turn(
         loader = kit.user_data_for(kit.budgets.planner, scope, kit.counter(model))
         user = await loader.load() if loader is not None else None
     outcome = await make_plan(
-        model, text, planning, history=view.messages, loaded=loaded, user_data=user,
-        on_error="fallback",
+        model, text, planning, history=compact_messages(view.messages), loaded=loaded,
+        user_data=user, on_error="fallback",
     )  # fmt: skip
     if outcome.fallback_code is not None:  # the turn goes on: say so where operators look
         _log.warning("planner.fallback", code=outcome.fallback_code, attempts=outcome.attempts)

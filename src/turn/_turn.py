@@ -456,7 +456,7 @@ async def _upkeep_calls(
         )
         if summary is not None:
             count, before = _covered(view, counter)
-            folded = len(view.entries) - KEEP_LAST  # the entries this summary adds
+            folded = sum(e.seq <= up_to for e in view.entries)  # the entries it adds
             events.append(
                 HistorySummarised(
                     summary=summary, up_to_seq=up_to,

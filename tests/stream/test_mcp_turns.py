@@ -81,9 +81,15 @@ class Agent:
 
         def executor(request: ModelRequest) -> Reply:
             self.executor_requests.append(request)
-            goal = next(g for g in self.script if g in _text(request.messages[0]))
+            # the step's goal is the last message naming one (earlier turns come before it)
+            at, goal = next(
+                (i, g)
+                for i in reversed(range(len(request.messages)))
+                for g in self.script
+                if g in _text(request.messages[i])
+            )
             replies = self.script[goal]
-            return replies[min((len(request.messages) - 1) // 2, len(replies) - 1)]
+            return replies[min((len(request.messages) - at - 1) // 2, len(replies) - 1)]
 
         return TurnModels(planner=FunctionModel(planner), executor=FunctionModel(executor))
 
@@ -205,7 +211,8 @@ async def test_an_agent_plans_with_and_calls_its_mcp_tools(
     assert "tickets.create_ticket" in catalogue and "tickets.search_tickets" in catalogue
     assert "tickets.always_fails" not in catalogue and "billing." not in catalogue
     offered = {tool.name for tool in helpdesk.executor_requests[0].tools}
-    assert offered == {"tickets_create_ticket", "tickets_search_tickets"}
+    # the step's tools, and the built-in reader of earlier results (docs/tools.md)
+    assert offered == {"tickets_create_ticket", "tickets_search_tickets", "tool_results_read"}
     assert "billing.search_tickets" not in (kit.tools or ())  # only named toolsets are fetched
     assert "tickets.always_fails" not in kit.catalogue("owner").tools
 

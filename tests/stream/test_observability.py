@@ -24,7 +24,15 @@ from bosun.settings import Settings
 from bosun_demo import seed_demo
 from conftest import DEMO, JWT_SECRET, Server, ServerFactory
 from helpers import Frame, stream_turn, types
-from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, TokenUsage, ToolCall
+from providers import (
+    FunctionModel,
+    ModelRequest,
+    Reply,
+    ScriptedModel,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+)
 from turn import TurnModels
 from turn._observe import METRICS, Metrics, reset
 
@@ -97,7 +105,7 @@ def tool_turn(query: str, answer: str, *, careless: bool = False) -> TurnModels:
             structlog.get_logger("careless").info(
                 "model.called", messages=repr(request.messages), text=answer, prompt=query
             )
-        if len(request.messages) == 1:
+        if not any(isinstance(p, ToolResult) for p in request.messages[-1].parts):  # the goal
             call = ToolCall(id=next(ids), name="members_search", input={"query": query})
             usage = TokenUsage(input_tokens=300, cache_read_tokens=700, output_tokens=20)
             return Reply(tool_calls=(call,), usage=usage)

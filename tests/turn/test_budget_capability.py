@@ -118,10 +118,12 @@ async def test_a_step_granted_12_tools_with_long_descriptions_gets_all_12(
     assert status == "completed" and server.provider.pending == 0
     _, executor = (r.json for r in server.provider.requests)
     sent = {t["name"]: t for t in executor["tools"]}
-    assert sorted(sent) == sorted(t.wire_name for t in tools)  # all 12, callable
-    assert all(LONG in t["description"] for t in sent.values())  # whole, not summarised
+    # all 12, callable (and the built-in reader of earlier results)
+    assert sorted(sent) == sorted([*(t.wire_name for t in tools), "tool_results_read"])
+    granted = [sent[t.wire_name] for t in tools]
+    assert all(LONG in t["description"] for t in granted)  # whole, not summarised
     fields = set(Lookup.model_fields)
-    assert all(set(t["input_schema"]["properties"]) == fields for t in sent.values())
+    assert all(set(t["input_schema"]["properties"]) == fields for t in granted)
     assert "not callable" not in json.dumps(executor)
 
     log = await store.log.read(session_id)
@@ -131,10 +133,10 @@ async def test_a_step_granted_12_tools_with_long_descriptions_gets_all_12(
     [tools_section] = [s for s in report["sections"] if s["name"] == "tools"]
     assert overrun["section"] == "tools" and overrun["tokens_before"] == tools_section["allocated"]
     assert overrun["tokens_after"] == tools_section["used"] > tools_section["allocated"]
-    assert "12 granted tools are sent whole" in overrun["detail"]
+    assert "13 granted tools are sent whole" in overrun["detail"]  # and the result reader
     assert CallOut.model_validate(report).cuts[0].action == "overrun"  # the budget route's shape
     table = render_table(await read_session_budget(store, session_id))  # what `bosun budget` prints
-    assert "tools overrun" in table and "12 granted tools are sent whole" in table
+    assert "tools overrun" in table and "13 granted tools are sent whole" in table
 
 
 ROUTERS = ("members", "classes", "programs", "workouts", "bookings", "forms", "messages")

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from context import conversation
+from context import history
 from events import ContextLoaded, UserMessage
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import Store, StoredEvent
@@ -142,7 +142,8 @@ def assert_compressed_cut_counts_everything(log: list[StoredEvent]) -> None:
     found = re.fullmatch(r"(\d+) messages up to seq (\d+) summarised", cuts[-1]["detail"])
     assert found is not None, cuts[-1]
     count, up_to = int(found[1]), int(found[2])
-    assert count == len(conversation([e for e in log if e.seq <= up_to]))
+    covered = [e for e in log if e.seq <= up_to and e.type != "history_summarised"]
+    assert count == len(history(covered).entries)  # the native messages it stands for
     assert cuts[-1]["tokens_before"] > cuts[-1]["tokens_after"] > 0
 
 

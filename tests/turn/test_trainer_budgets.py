@@ -155,7 +155,7 @@ async def test_the_shipped_trainer_keeps_every_tool_and_its_knowledge_over_four_
     for bodies in sent:
         assert len(bodies) == 3
         for body in bodies:  # every granted tool, whole (its full input schema)
-            assert {t["name"] for t in body["tools"]} == wire
+            assert {t["name"] for t in body["tools"]} == wire | {"tool_results_read"}
             assert all(t["input_schema"].get("properties") is not None for t in body["tools"])
 
     [loaded] = [e.data for e in log if e.type == "context_loaded"]
