@@ -17,7 +17,7 @@ from context import HistoryFit, Item, SectionFill, executor_request, fit_history
 from events import ContextBudget, StepError
 from executors._calls import close_in_flight, refuse_all, resume_tools, run_tools
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
-from executors._prompt import EXECUTOR_PROMPT, FORCED_PROMPT, build_prompt, forced_note
+from executors._prompt import EXECUTOR_PROMPT, FORCED_PROMPT, Voice, build_prompt, forced_note
 from executors._replay import guard_transcript
 from executors._results import StepEnd, StepOutcome, StepResult, Suspended
 from executors._state import (
@@ -122,11 +122,13 @@ def _fresh_state(
         data=data,
         budget=kit.budget,
         counter=kit.counter,
-        identity=kit.identity,
-        instructions=FORCED_PROMPT if kit.forced else EXECUTOR_PROMPT,
-        user_data=user_data,
+        voice=Voice(
+            identity=kit.identity,
+            instructions=FORCED_PROMPT if kit.forced else EXECUTOR_PROMPT,
+            caller=caller,
+            user_data=user_data,
+        ),
         knowledge=kit.knowledge,
-        caller=caller,
         history=_history(kit),
     )
     share = share or StepShare()

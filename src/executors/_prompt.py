@@ -74,6 +74,19 @@ def tool_spec(tool: ToolDef) -> ToolSpec:
     return ToolSpec(name=tool.wire_name, description=tool.summary, input_schema=tool.input_schema())
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Voice:
+    """Who speaks to whom, the stable head of every request of a step: the agent's
+    ``identity`` and the role's ``instructions`` (``FORCED_PROMPT`` for a forced-tools
+    loop), then the org/user block: the ``caller`` line (``context.caller_block``) and
+    the agent's ``user_data`` block as first loaded (reloaded every call)."""
+
+    identity: str = ""
+    instructions: str = EXECUTOR_PROMPT
+    caller: str = ""
+    user_data: SectionFill | None = None
+
+
 def build_prompt(
     *,
     step_id: str,
@@ -82,23 +95,20 @@ def build_prompt(
     data: Sequence[Item],
     budget: RoleBudget,
     counter: TokenCounter,
-    identity: str = "",
-    instructions: str = EXECUTOR_PROMPT,
-    user_data: SectionFill | None = None,
+    voice: Voice = Voice(),
     knowledge: Sequence[Item] = (),
-    caller: str = "",
     history: HistoryFit | None = None,
 ) -> StepPrompt:
-    """Fit the agent's ``identity`` and ``instructions`` (``FORCED_PROMPT`` for a
-    forced-tools loop), goal, tools, the turn's ``knowledge`` and the step's ``data`` into
+    """Fit the ``voice``, goal, tools, the turn's ``knowledge`` and the step's ``data`` into
     ``budget``. Every granted tool and every knowledge item is sent whole (their section
     grows, with an ``overrun`` cut, when they do not fit); only ``data`` is abbreviated.
-    ``caller`` opens the org/user block (``context.caller_block``); ``history`` is the
-    fitted conversation before the goal (a step that continues the conversation)."""
-    system = fit_system(identity, instructions, budget.tokens("system"), counter=counter)
+    ``history`` is the fitted conversation before the goal (a step that continues the
+    conversation)."""
+    user_data, instructions = voice.user_data, voice.instructions
+    system = fit_system(voice.identity, instructions, budget.tokens("system"), counter=counter)
     task = fit_text("task", budget.tokens("task"), goal, counter=counter)
     fills: list[SectionFill] = [system.fill, task]
-    if user_data is not None:  # the user-data block as first loaded; reloaded every call
+    if user_data is not None:
         fills.append(user_data)
     specs = [tool_spec(tool) for tool in tools]
     fitted = fit_tools(specs, budget.tokens("tools"), counter=counter) if specs else None
@@ -122,7 +132,7 @@ def build_prompt(
         system=system.prompt,
         identity=system.identity,
         tools=fitted.specs if fitted else (),
-        caller=caller,
+        caller=voice.caller,
         user_data=user_data.text if user_data is not None else "",
         knowledge=tuple(text for text in texts if text),
         history=history.messages if history is not None else (),

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from context import EXECUTOR_BUDGET, PLANNER_BUDGET, TokenCounter
 from context._layout import MAX_CACHE_MARKS, cache_marks
 from events import SessionStarted, UserMessage
-from executors._prompt import build_prompt
+from executors._prompt import Voice, build_prompt
 from planner import Catalogue, Planning, make_plan
 from providers import FunctionModel, Model, ModelRequest, Reply, TokenUsage, ToolCall
 from providers._anthropic import AnthropicModel
@@ -155,7 +155,7 @@ async def test_an_over_long_identity_is_cut_and_the_cut_reported() -> None:
     counter = TokenCounter("claude-haiku-4-5")
     prompt = build_prompt(
         step_id="s1", goal="Read the clock", tools=[], data=[], budget=EXECUTOR_BUDGET,
-        counter=counter, identity=identity,
+        counter=counter, voice=Voice(identity=identity),
     )  # fmt: skip
 
     [system] = [s for s in prompt.report.sections if s.name == "system"]
