@@ -40,11 +40,14 @@ typecheck: install-dev
 # The suite in 4 worker processes, a module's tests on one worker (some share a
 # module-scoped server and build on each other's state). Four even on two cores: the
 # workers mostly wait on servers, subprocesses and browsers (CPU was 12 of 14 minutes'
-# wall time with two). `make test PYTEST_WORKERS=0` runs it in one process.
+# wall time with two). Modules go out in collection order, the slowest first (see
+# tests/conftest.py), not xdist's largest-first, which left the slowest (schemathesis, one
+# module of two long tests) to run alone at the end. `make test PYTEST_WORKERS=0` runs it
+# in one process.
 PYTEST_WORKERS ?= 4
 
 test: lint typecheck
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadscope
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
 bench: install-dev
 	$(BIN)/python bench/sse_throughput.py

@@ -280,3 +280,13 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
         return Server(settings, models or TurnModels())
 
     yield factory
+
+
+SLOWEST_FIRST = ("test_schemathesis.py",)
+"""Modules that take minutes (schemathesis: about 3 min per database): started first, so
+that with ``-n`` (``make test``: a module per worker, in collection order since it passes
+``--no-loadscope-reorder``) no worker is left running one of them alone at the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in SLOWEST_FIRST)  # stable: else in order

@@ -134,7 +134,9 @@ async def test_a_failing_webhook_opens_its_circuit_and_its_deliveries_wait(
     assert listed.json()[0]["circuit"] == circuit
     [delivery] = held
     assert delivery["status"] == "pending"  # held back, not dropped
-    assert delivery["next_attempt_at"] == circuit["open_until"]
+    # not tried before the circuit closes: due when it does, or later once a worker has
+    # claimed it for the next attempt (a loaded machine may read it after the cool-down)
+    assert delivery["next_attempt_at"] >= circuit["open_until"]
     [delivered] = done
     attempts = delivered["attempts"]
     assert [a["status_code"] for a in attempts] == [500, 500, 500, 200]
