@@ -20,7 +20,7 @@ from executors._config import (
     TurnScope,
 )
 from executors._loop import resume_step, run_step
-from executors._merge import ANSWER_PROMPT, MERGE_PROMPT, MergeResult, answer, merge
+from executors._merge import ANSWER_PROMPT, MERGE_PROMPT, MergeResult, Writer, answer, merge
 from executors._prompt import EXECUTOR_PROMPT, dependency_item
 from executors._replay import REPLAY_VIOLATION, Repair, repair_transcript
 from executors._results import (
@@ -68,6 +68,7 @@ __all__ = [
     "Suspended",
     "ToolRunnerLike",
     "TurnScope",
+    "Writer",
     "answer",
     "completed_event",
     "dependency_item",

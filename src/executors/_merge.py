@@ -108,57 +108,57 @@ def result_items(plan: Plan, results: Sequence[StepResult]) -> list[Item]:
     return items
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Writer:
+    """Who writes the answer: the ``model``, its token ``counter``, the merger ``budget``
+    its prompt is fitted into, the agent profile's ``identity`` prompt and the caller's
+    org/user line (``context.caller_block``), each empty when there is none."""
+
+    model: Model
+    counter: TokenCounter
+    budget: RoleBudget = MERGER_BUDGET
+    identity: str = ""
+    caller: str = ""
+
+
 async def merge(
     plan: Plan,
     results: Sequence[StepResult],
     *,
-    model: Model,
-    counter: TokenCounter,
+    writer: Writer,
     user_text: str,
     view: History,
     emit: Emit,
-    budget: RoleBudget = MERGER_BUDGET,
-    identity: str = "",
     knowledge: Sequence[tuple[str, str]] = (),
-    caller: str = "",
 ) -> MergeResult:
     """Write one answer from ``results`` for a ``complex`` plan, streamed as ``text_delta``
     without ``step_id``; emits the call's ``context_budget`` (role ``merger``) first.
-    ``identity`` is the agent profile's identity prompt (empty: none); ``knowledge`` the
-    session's loaded sources (name and text), sent whole; ``caller`` the org/user block's
-    line (``context.caller_block``; empty: none).
+    ``knowledge`` is the session's loaded sources (name and text), sent whole.
 
     A provider failure raises ``ModelError``: the turn fails with its code.
     """
     items = result_items(plan, results)
-    request, report = await _request(
-        MERGE_PROMPT, items, user_text, view, budget, counter, (identity, caller), knowledge
-    )
+    request, report = await _request(MERGE_PROMPT, items, user_text, view, writer, knowledge)
     emit(ContextBudget(role="merger", report=report.to_dict()))
-    called = await call_model(model, request, on_text=lambda text: emit(TextDelta(delta=text)))
+    called = await call_model(
+        writer.model, request, on_text=lambda text: emit(TextDelta(delta=text))
+    )
     return MergeResult.of(called, report)
 
 
 async def answer(
-    model: Model,
+    writer: Writer,
     text: str,
     *,
     view: History,
     knowledge: Sequence[tuple[str, str]],
-    budget: RoleBudget,
-    counter: TokenCounter,
     on_text: Callable[[str], None],
-    identity: str = "",
-    caller: str = "",
 ) -> MergeResult:
     """Write a ``simple`` turn's answer from the session's ``knowledge`` (source name and
-    text), streamed through ``on_text``; ``budget`` says how its prompt fitted (the caller
-    logs it), ``identity`` is the agent profile's identity prompt (empty: none), ``caller``
-    the org/user block's line. A provider failure raises ``ModelError``."""
-    request, report = await _request(
-        ANSWER_PROMPT, [], text, view, budget, counter, (identity, caller), knowledge
-    )
-    return MergeResult.of(await call_model(model, request, on_text=on_text), report)
+    text), streamed through ``on_text``; the result's ``budget`` says how its prompt
+    fitted (the caller logs it). A provider failure raises ``ModelError``."""
+    request, report = await _request(ANSWER_PROMPT, [], text, view, writer, knowledge)
+    return MergeResult.of(await call_model(writer.model, request, on_text=on_text), report)
 
 
 async def _request(
@@ -166,16 +166,14 @@ async def _request(
     items: list[Item],
     user_text: str,
     view: History,
-    budget: RoleBudget,
-    counter: TokenCounter,
-    who: tuple[str, str],
+    writer: Writer,
     knowledge: Sequence[tuple[str, str]],
 ) -> tuple[ModelRequest, BudgetReport]:
     """The writer's request: the agent's identity and ``prompt``, the caller's org/user
-    block (``who``: identity, caller), the conversation ending with the user's message,
-    the session's ``knowledge`` whole, and ``items`` as its results section, each fitted
-    to its share of ``budget``."""
-    identity, caller = who
+    block, the conversation ending with the user's message, the session's ``knowledge``
+    whole, and ``items`` as its results section, each fitted to its share of the
+    writer's budget."""
+    budget, counter, identity = writer.budget, writer.counter, writer.identity
     system = fit_system(identity, prompt, budget.tokens("system"), counter=counter)
     fills = [system.fill]
     texts: list[str] = []
@@ -197,7 +195,7 @@ async def _request(
         PromptParts(
             system=system.prompt,
             identity=system.identity,
-            caller=caller,
+            caller=writer.caller,
             tools=tools,
             knowledge=tuple(text for text in texts if text),
             history=tuple(older),

@@ -27,6 +27,7 @@ from executors import (
     StepResult,
     StepShare,
     TurnScope,
+    Writer,
     merge,
     pending_events,
     run_plan,
@@ -74,28 +75,7 @@ async def execute_plan(
     assert kit.tools is not None, "plans with steps need a tool registry"
     plan = work.plan
     assert plan is not None, "only a plan's steps are executed"
-    continues = plan.strategy == "tool" or kit.forced  # its steps go on with the conversation
-    sections, tools, caps = kit.budgets.executor, kit.tools, kit.capabilities
-    if continues:  # it acts on the conversation: at least the answer writer's room for it
-        room = max(kit.budgets.merger.tokens("conversation"), CONVERSATION_ROOM)
-        sections = sections.with_section("conversation", room)
-        tools, caps = with_result_reader(tools, caps)
-    executors = ExecutorKit(
-        model=crew.executor,
-        runner=ToolRunner(tools, store, capabilities=caps),
-        registry=caps.usable(tools.for_role(scope.role)),
-        counter=kit.counter(crew.executor),
-        budget=sections,
-        limits=kit.executor_limits,
-        identity=kit.identity,
-        steps=None if kit.max_steps is None else StepCounter(kit.max_steps),
-        loop=kit.loop,
-        history=ask.view if continues else None,
-        user_data=kit.user_data_for(
-            kit.budgets.executor, source_scope(scope), kit.counter(crew.executor)
-        ),
-        knowledge=tuple(knowledge_items(ask.knowledge)),
-    )
+    executors = _executor_kit(store, kit, plan, ask, crew=crew, scope=scope)
     data: list[Item] = []
     if kit.forced and plan.strategy == "tool":  # the goal may have cut the user's words
         data = [*message_items(ask.text)]
@@ -114,11 +94,47 @@ async def execute_plan(
     if plan.strategy == "tool":  # the step's executor already streamed the answer
         return Executed(status="completed", stop_reason="end_turn", failed=failed)
     merged = await merge(
-        plan, outcome.results, model=crew.merger, counter=kit.counter(crew.merger),
-        user_text=ask.text, view=ask.view, emit=emit, budget=kit.budgets.merger,
-        identity=kit.identity, knowledge=ask.knowledge, caller=scope.caller,
+        plan, outcome.results, writer=_writer(kit, crew, scope), user_text=ask.text,
+        view=ask.view, emit=emit, knowledge=ask.knowledge,
     )  # fmt: skip
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
+
+
+def _executor_kit(
+    store: Store, kit: TurnKit, plan: Plan, ask: Ask, *, crew: Crew, scope: TurnScope
+) -> ExecutorKit:
+    """What the plan's executors run with. Steps that go on with the conversation (a
+    ``tool`` plan's, a forced loop's) see it natively and may read earlier results whole."""
+    assert kit.tools is not None, "plans with steps need a tool registry"
+    continues = plan.strategy == "tool" or kit.forced
+    sections, tools, caps = kit.budgets.executor, kit.tools, kit.capabilities
+    if continues:  # it acts on the conversation: at least the answer writer's room for it
+        room = max(kit.budgets.merger.tokens("conversation"), CONVERSATION_ROOM)
+        sections = sections.with_section("conversation", room)
+        tools, caps = with_result_reader(tools, caps)
+    counter = kit.counter(crew.executor)
+    return ExecutorKit(
+        model=crew.executor,
+        runner=ToolRunner(tools, store, capabilities=caps),
+        registry=caps.usable(tools.for_role(scope.role)),
+        counter=counter,
+        budget=sections,
+        limits=kit.executor_limits,
+        identity=kit.identity,
+        steps=None if kit.max_steps is None else StepCounter(kit.max_steps),
+        loop=kit.loop,
+        history=ask.view if continues else None,
+        user_data=kit.user_data_for(kit.budgets.executor, source_scope(scope), counter),
+        knowledge=tuple(knowledge_items(ask.knowledge)),
+    )
+
+
+def _writer(kit: TurnKit, crew: Crew, scope: TurnScope) -> Writer:
+    """Who writes a ``complex`` plan's answer from its steps' results."""
+    return Writer(
+        model=crew.merger, counter=kit.counter(crew.merger), budget=kit.budgets.merger,
+        identity=kit.identity, caller=scope.caller,
+    )  # fmt: skip
 
 
 def with_result_reader(

@@ -39,7 +39,7 @@ from events import (
     TurnStatus,
     Usage,
 )
-from executors import PlanSuspended, StepShare, TurnScope, answer
+from executors import PlanSuspended, StepShare, TurnScope, Writer, answer
 from planner import Plan, PlanOutcome
 from providers import Model, ModelError, StopReason
 from store import Store, StoredEvent
@@ -395,12 +395,14 @@ async def _execute(job: _Job, work: Work, ask: Ask, *, first: bool) -> Ending:
 async def _answer(job: _Job, ask: Ask) -> Ending:
     """No steps to run: write the answer directly from the conversation and knowledge."""
     kit, out = job.kit, job.out
+    caller = caller_block(org_id=job.turn.org_id, user_id=job.turn.user_id, role=job.turn.role)
+    writer = Writer(
+        model=job.model, counter=kit.counter(job.model), budget=kit.budgets.merger,
+        identity=kit.identity, caller=caller,
+    )  # fmt: skip
     reply = await answer(
-        job.model, ask.text, view=ask.view, knowledge=ask.knowledge,
-        budget=kit.budgets.merger, counter=kit.counter(job.model),
-        on_text=lambda text: out.add(TextDelta(delta=text)), identity=kit.identity,
-        caller=caller_block(org_id=job.turn.org_id, user_id=job.turn.user_id,
-                            role=job.turn.role),
+        writer, ask.text, view=ask.view, knowledge=ask.knowledge,
+        on_text=lambda text: out.add(TextDelta(delta=text)),
     )  # fmt: skip
     out.add(ContextBudget(role="merger", report=reply.budget.to_dict()))
     return _closing(job.turn, reply.stop_reason), "completed", ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from context import History, HistoryEntry
 from events import ContextBudget, Event, TextDelta
 from executor_fakes import counter
-from executors import MERGE_PROMPT, StepResult, merge
+from executors import MERGE_PROMPT, StepResult, Writer, merge
 from planner import Plan, PlannedStep
 from providers import FunctionModel, Message, ModelRequest, Reply, TokenUsage
 
@@ -44,7 +44,7 @@ async def test_the_merge_reports_failures_and_streams_the_answer_without_a_step_
         HistoryEntry(message=Message.assistant("Hi Ada, how can I help?"), seq=9),
     ))  # fmt: skip
 
-    merged = await merge(PLAN, RESULTS, model=model, counter=counter(),
+    merged = await merge(PLAN, RESULTS, writer=Writer(model=model, counter=counter()),
                          user_text="Cancel the 7am and tell me how many members we have",
                          view=history, emit=events.append)  # fmt: skip
 
