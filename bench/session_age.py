@@ -132,7 +132,8 @@ def bench_models() -> Any:
 
     def executor(request: ModelRequest) -> Reply | AsyncIterator[str | TokenUsage]:
         usage = cache.usage("executor", request)
-        if any(isinstance(p, ToolResult) for m in request.messages for p in m.parts):
+        last = request.messages[-1].parts if request.messages else ()
+        if any(isinstance(p, ToolResult) for p in last):  # its call's result: answer
             return streamed(ANSWER.format(n=len(request.messages)), usage)
         name = request.tools[0].name if request.tools else "programs_list"
         call = ToolCall(id=f"toolu_{uuid.uuid4().hex[:16]}", name=name, input={})
