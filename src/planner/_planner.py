@@ -55,11 +55,12 @@ FALLBACK_GOAL_CHARS = 400
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Catalogue:
-    """What the planner may choose from: tool name -> one-line description, read tools,
-    and source name -> description."""
+    """What the planner may choose from: tool name -> one-line description, and source
+    name -> description. ``read_tools`` is no longer read (the fallback plan grants every
+    tool since issue 26); it stays optional so callers that pass it keep working."""
 
     tools: Mapping[str, str]
-    read_tools: Sequence[str]
+    read_tools: Sequence[str] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
 
 

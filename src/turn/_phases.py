@@ -107,7 +107,6 @@ class TurnKit:
         tools = self.capabilities.usable(tools)  # an agent's ungranted tools are never shown
         return Catalogue(
             tools={t.name: t.describe("summary") for t in tools},
-            read_tools=[t.name for t in tools.read_tools()],
             sources={name: self.sources.get(name).description for name in self.sources.names()},
         )
 
