@@ -27,6 +27,8 @@ _GRANT = re.compile(MCP_GRANT_PATTERN)
 DEFAULT_HANDLE = "default"
 """The org's default agent: today's behaviour until an owner saves a profile under it."""
 MAX_STEPS = 50
+DoubleTexting = Literal["reject", "enqueue", "interrupt"]
+"""What a message sent while a turn runs in its session does (one turn runs at a time)."""
 ProfileCode = Literal[
     "tool_blocked",
     "unknown_tool",
@@ -177,6 +179,14 @@ class AgentProfile(BaseModel):
         description=(
             "Per-user context sources (e.g. members.profile) fetched afresh on every model "
             "call into the user-data block, the prompt's third cache breakpoint."
+        ),
+    )
+    double_texting: DoubleTexting = Field(
+        default="reject",
+        description=(
+            "A message sent while a turn runs in its session: 'reject' (409 "
+            "turn_in_progress), 'enqueue' (it runs once that turn ends) or 'interrupt' (that "
+            "turn stops, its answer so far kept, and this one runs)."
         ),
     )
     webhook_task: str = Field(

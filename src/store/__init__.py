@@ -22,7 +22,13 @@ from store._audit import AuditEntry, AuditLog
 from store._hooks import AgentHooks
 from store._idempotency import IdempotencyClaim
 from store._leases import Claim
-from store._log import EventLog, SessionNotFoundError, StaleOwnerError, StoredEvent
+from store._log import (
+    EventLog,
+    SessionNotFoundError,
+    StaleOwnerError,
+    StoredEvent,
+    TurnInProgressError,
+)
 from store._mcp_toolsets import (
     McpToolsetRecord,
     McpToolsets,
@@ -38,6 +44,7 @@ from store._openapi_toolsets import (
     OpenApiToolsetSpec,
 )
 from store._org_keys import OrgKeyInfo, OrgKeys, SecretsKeyError
+from store._queue import QueuedTurn, TurnQueue
 from store._rate_limits import TokenSpend
 from store._retention import PruneReport
 from store._runs import RunFigures, RunRecord, Runs
@@ -104,6 +111,7 @@ __all__ = [
     "OrgKeys",
     "OrgRow",
     "PruneReport",
+    "QueuedTurn",
     "RunFigures",
     "RunRecord",
     "Runs",
@@ -115,6 +123,8 @@ __all__ = [
     "StoredEvent",
     "TokenSpend",
     "ToolExecutionRecord",
+    "TurnInProgressError",
+    "TurnQueue",
     "TurnRecord",
     "UsageRecord",
     "WebhookLimitError",

@@ -30,6 +30,7 @@ class Claim:
     trace_id: str
     job: dict[str, Any] | None
     epoch: int
+    stop: str | None = None  # a stop request it carries (``interrupted``): close, not run
 
 
 class Leases:
@@ -77,7 +78,9 @@ class Leases:
         async with self._db.write() as conn:
             rows = (
                 await conn.execute(
-                    select(TurnRow.id, TurnRow.session_id, TurnRow.trace_id, TurnRow.job)
+                    select(
+                        TurnRow.id, TurnRow.session_id, TurnRow.trace_id, TurnRow.job, TurnRow.stop
+                    )
                     .where(TurnRow.status == "running", expired)
                     .order_by(TurnRow.started_at)
                     .limit(limit)
@@ -105,6 +108,7 @@ class Leases:
                         trace_id=row.trace_id,
                         job=row.job,
                         epoch=int(epoch),
+                        stop=row.stop,
                     )
                 )
         return claims

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from sqlalchemy import Select, func, insert, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
 from store import _hot as hot
@@ -28,6 +29,16 @@ class SessionNotFoundError(LookupError):
 class StaleOwnerError(RuntimeError):
     """An append under an ownership epoch the turn has moved past: another worker took the
     turn over, so this writer's events are refused (nothing of the batch is written)."""
+
+
+class TurnInProgressError(RuntimeError):
+    """A turn runs in the session already: the database holds one running turn per
+    session (``uq_turns_one_running``), so a second one is refused, on any worker."""
+
+    def __init__(self, session_id: str, turn_id: str | None) -> None:
+        super().__init__(f"Turn {turn_id!r} is still running in session {session_id!r}")
+        self.session_id = session_id
+        self.turn_id = turn_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,25 +217,41 @@ class EventLog:
         job: dict[str, Any] | None = None,
     ) -> tuple[list[StoredEvent], int]:
         """Record a running turn (held by ``worker_id`` until ``lease_until``) and append its
-        opening events, in one transaction; returns them and the turn's epoch (0: new)."""
-        async with self._db.write() as conn:
-            stored = await conn.run_sync(_insert, session_id, events, turn_id)
-            await conn.execute(
-                insert(TurnRow).values(
-                    id=turn_id,
-                    session_id=session_id,
-                    trace_id=trace_id,
-                    status="running",
-                    started_at=utcnow(),
-                    worker_id=worker_id,
-                    lease_until=lease_until,
-                    job=job,
-                    first_seq=stored[0].seq,
+        opening events, in one transaction; returns them and the turn's epoch (0: new).
+        ``TurnInProgressError`` (nothing written) when another turn runs in the session."""
+        try:
+            async with self._db.write() as conn:
+                stored = await conn.run_sync(_insert, session_id, events, turn_id)
+                await conn.execute(
+                    insert(TurnRow).values(
+                        id=turn_id,
+                        session_id=session_id,
+                        trace_id=trace_id,
+                        status="running",
+                        started_at=utcnow(),
+                        worker_id=worker_id,
+                        lease_until=lease_until,
+                        job=job,
+                        first_seq=stored[0].seq,
+                    )
                 )
-            )
-            await conn.run_sync(self._notify_others, session_id)
+                await conn.run_sync(self._notify_others, session_id)
+        except IntegrityError:
+            async with self._db.read() as conn:
+                taken = await conn.scalar(select(TurnRow.id).where(TurnRow.id == turn_id))
+            if taken is not None:
+                raise  # not the one-running-turn index: a reused turn id
+            # The running turn may have ended since (then ``turn_id`` is None).
+            raise TurnInProgressError(session_id, await self.running_turn(session_id)) from None
         self.notifier.notify(session_id, stored)
         return stored, 0
+
+    async def running_turn(self, session_id: str) -> str | None:
+        """The id of the session's running turn (at most one: ``uq_turns_one_running``)."""
+        query = select(TurnRow.id).where(TurnRow.session_id == session_id)
+        async with self._db.read() as conn:
+            found = await conn.scalar(query.where(TurnRow.status == "running").limit(1))
+        return None if found is None else str(found)
 
     def _notify_others(self, conn: Connection, session_id: str) -> None:
         if self._db.dialect == "postgresql":

@@ -86,11 +86,32 @@ class SessionRow(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+RUNNING = text("status = 'running'")
+QUEUED = text("status = 'queued'")
+
+
 class TurnRow(Base):
     __tablename__ = "turns"
     __table_args__ = (
         Index("ix_turns_session_status", "session_id", "status"),
         Index("ix_turns_session_started", "session_id", "started_at"),  # the latest turn
+        # One running turn per session, whichever worker starts it: the database refuses
+        # a second (double texting; ``store.TurnInProgressError``).
+        Index(
+            "uq_turns_one_running",
+            "session_id",
+            unique=True,
+            sqlite_where=RUNNING,
+            postgresql_where=RUNNING,
+        ),
+        # Messages waiting for the session's running turn to end (``enqueue``, ``interrupt``).
+        Index(
+            "ix_turns_queued",
+            "session_id",
+            "started_at",
+            sqlite_where=QUEUED,
+            postgresql_where=QUEUED,
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -110,6 +131,9 @@ class TurnRow(Base):
     # The seq of the turn's first event: a read of one turn's events starts there instead
     # of scanning the session from its start (NULL: a turn opened before it was recorded).
     first_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    # A request to stop the running turn (``interrupted``: a newer message interrupts it),
+    # set by any worker; its holder sees it when it renews the lease.
+    stop: Mapped[str | None] = mapped_column(String(16), default=None)
 
 
 ANCHOR_TYPES = text("type IN ('history_summarised', 'context_loaded')")

@@ -9,6 +9,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from store._db import Database
 from store._log import EventLog
@@ -183,15 +184,19 @@ class Sessions:
 
     async def resume_turn(self, turn_id: str) -> bool:
         """Mark a ``suspended`` turn ``running`` again; returns whether this call did (of two
-        concurrent resumes exactly one wins)."""
-        async with self._db.write() as conn:
-            result = await conn.execute(
-                update(TurnRow)
-                .where(TurnRow.id == turn_id, TurnRow.status == "suspended")
-                .values(status="running", finished_at=None)
-                .returning(TurnRow.id)
-            )
-            return result.first() is not None
+        concurrent resumes exactly one wins; never while another turn runs in its session:
+        the one-running-turn index refuses it)."""
+        try:
+            async with self._db.write() as conn:
+                result = await conn.execute(
+                    update(TurnRow)
+                    .where(TurnRow.id == turn_id, TurnRow.status == "suspended")
+                    .values(status="running", finished_at=None)
+                    .returning(TurnRow.id)
+                )
+                return result.first() is not None
+        except IntegrityError:
+            return False
 
     async def suspended_turns(
         self, *, session_id: str | None = None, before: datetime | None = None, limit: int = 100

@@ -19,6 +19,7 @@ from store._notices import Notices
 from store._notify import PgListener
 from store._openapi_toolsets import OpenApiToolsets
 from store._org_keys import OrgKeys, SecretBox
+from store._queue import TurnQueue
 from store._rate_limits import RateLimits
 from store._retention import Retention
 from store._runs import Runs
@@ -41,6 +42,7 @@ class Store:
         self.log = EventLog(self.db, LogNotifier(poll_s=POLL_S if postgres else None))
         self._listener = PgListener(url, self.log.notifier) if postgres else None
         self.sessions = Sessions(self.db, self.log)
+        self.queue = TurnQueue(self.db, self.log)
         box = SecretBox(secrets_key) if secrets_key else None
         self.org_keys = OrgKeys(self.db, box)
         self.hooks = AgentHooks(self.db, box)

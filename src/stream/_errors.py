@@ -49,6 +49,7 @@ ErrorCode = Literal[
     "agent_mismatch",
     "agent_paused",
     "agent_rate_limited",
+    "turn_in_progress",
     "default_agent",
     "tool_blocked",
     "invalid_schedule",

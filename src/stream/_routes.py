@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+from collections.abc import Awaitable
 from typing import Annotated
 
 from litestar import get, post
@@ -15,7 +16,7 @@ from litestar.response import Stream
 
 from context import CallDetail, MessageDetail, answer_text, session_messages
 from fleet import DEFAULT_HANDLE, AgentSetup
-from store import IdempotencyClaim, SessionRecord, StoredEvent
+from store import IdempotencyClaim, SessionRecord, StoredEvent, TurnInProgressError
 from stream._agents import agent_or_404
 from stream._api import (
     ArtifactRefOut,
@@ -130,6 +131,8 @@ async def start_turn(
             return held
         claim = held
     try:
+        if session_id is not None and setup.agent.profile.double_texting == "reject":
+            await _refuse_double_text(services, session_id)  # before rate limits count it
         await enforce_rate_limits(services, principal)
         handle = None
         if session_id is not None:  # a question waiting in the session: this answers it
@@ -192,18 +195,57 @@ async def _open_turn(
             agent=None if agent.handle == DEFAULT_HANDLE else agent.handle,
             session_id=new_id,
         )
-    return await services.runner.start(
-        kit=setup.kit,
-        agent=(agent.handle, agent.version),
-        session_id=session_id,
-        org_id=principal.org_id,
-        user_id=principal.user_id,
-        role=principal.role,
-        text=text,
-        models=models,
-        trace_id=trace_id,
-        model_spec=model_spec,
+    strategy = agent.profile.double_texting
+    version = (agent.handle, agent.version)
+
+    def queue() -> Awaitable[TurnHandle]:
+        return services.runner.queue(
+            session_id=session_id, org_id=principal.org_id, user_id=principal.user_id,
+            role=principal.role, text=text, trace_id=trace_id, model_spec=model_spec,
+            agent=version,
+        )  # fmt: skip
+
+    if strategy != "reject" and await services.store.queue.waiting(session_id):
+        return await queue()  # behind the messages already waiting
+    try:
+        return await services.runner.start(
+            session_id=session_id, org_id=principal.org_id, user_id=principal.user_id,
+            role=principal.role, text=text, trace_id=trace_id, model_spec=model_spec,
+            agent=version, kit=setup.kit, models=models,
+        )  # fmt: skip
+    except TurnInProgressError as busy:
+        if strategy == "reject":
+            raise _in_progress(busy.turn_id) from None
+        handle = await queue()
+        if strategy == "interrupt" and busy.turn_id is not None:
+            await _interrupt(services, busy.turn_id)
+        return handle
+
+
+async def _refuse_double_text(services: Services, session_id: str) -> None:
+    """409 ``turn_in_progress`` when a turn runs in the session (an agent that rejects
+    double texts); the database refuses a racing second turn in any case."""
+    running = await services.store.log.running_turn(session_id)
+    if running is not None:
+        raise _in_progress(running)
+
+
+def _in_progress(turn_id: str | None) -> ApiError:
+    running = f"Turn {turn_id!r} is" if turn_id else "A turn was"
+    return ApiError(
+        409,
+        "turn_in_progress",
+        f"{running} still running in this session; send the message once its done "
+        "arrives, or cancel it first",
+        headers={"X-Turn-Id": turn_id} if turn_id else None,
     )
+
+
+async def _interrupt(services: Services, turn_id: str) -> None:
+    """Stop the running ``turn_id`` for a newer message: at once if this worker runs it,
+    else its worker sees the stop request when it renews the lease (a third of it)."""
+    if await services.store.queue.stop(turn_id, "interrupted"):
+        services.runner.interrupt(turn_id)
 
 
 def _check_key(key: str) -> None:

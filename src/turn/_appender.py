@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from events import Event, TurnStatus
+from events import Event, MessageDone, TextDelta, TurnStatus
 from store import EventLog
 
 
@@ -25,9 +25,16 @@ class BatchingAppender:
         self._epoch = epoch
         self._pending: list[Event] = []
         self._writer: asyncio.Task[None] | None = None
+        self.answering = False
+        """Whether answer text went out that no ``message_done`` closed yet: an interrupted
+        turn marks that partial answer (``message_done``, ``interrupted``)."""
 
     def add(self, event: Event) -> None:
         self._pending.append(event)
+        if isinstance(event, TextDelta) and event.step_id is None:
+            self.answering = True
+        elif isinstance(event, MessageDone):
+            self.answering = False
         if self._writer is None or self._writer.done():
             if self._writer is not None:
                 self._writer.result()  # surface a failed write instead of losing events

@@ -7,7 +7,10 @@ its log ends. On SQLite the database is on this host, so a holder whose process 
 is known to be dead (``worker_gone``): its turns are claimed at once, without waiting for
 the lease (a restarted server resumes the turns its predecessor left running at its
 first tick, on start-up). On PostgreSQL a worker on another host may only be slow, so the
-lease decides. It also ends suspended turns whose questions went unanswered for
+lease decides. A turn interrupted by a newer message (its ``stop`` column) is cancelled
+when its holder renews the lease, or closed here if its holder died; and a session whose
+queued messages no one started (their starter died) gets its next turn started. It also
+ends suspended turns whose questions went unanswered for
 ``pending_ttl_s`` (``expired``): the deadline is in the database, so it holds across
 restarts, and the conditional close lets one worker of several do it.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -73,12 +77,16 @@ class Keeper:
         mine = runner.running
         held = await self._store.leases.renew(runner.worker_id, mine, runner.lease_s)
         runner.fenced({t for t in mine if t not in held and t in runner.running})
+        for turn_id in await self._store.queue.stops(held):  # interrupted from any worker
+            runner.interrupt(turn_id)
         claims = await self._store.leases.claim_expired(
             runner.worker_id, runner.lease_s, gone=await self._gone()
         )
         for claim in claims:
             await self._take_over(claim)
         await self.expire()
+        for session_id in await self._store.queue.orphaned():  # their starter died
+            await runner.start_next(session_id)
         return [c.turn_id for c in claims]
 
     async def _gone(self) -> set[str]:
@@ -105,6 +113,13 @@ class Keeper:
         events = await self._store.log.read(claim.session_id, turn_id=claim.turn_id)
         opening = next((e.event for e in events if e.type == "user_message"), None)
         job = claim.job
+        if claim.stop is not None and isinstance(opening, UserMessage):
+            # Interrupted while its worker was dying: end it here, then start the next.
+            said = [e.type for e in events if e.type == "message_done" or _answer_text(e.data)]
+            answering = bool(said) and said[-1] != "message_done"
+            await self._runner.close_interrupted(claim, opening.message_id, answering)
+            await self._runner.start_next(claim.session_id)
+            return
         if job is None or not isinstance(opening, UserMessage):
             why = "The server stopped while this turn was running, and it cannot be resumed"
             await self._runner.close_unresumable(claim, why)
@@ -124,3 +139,7 @@ class Keeper:
             epoch=claim.epoch,
         )
         self._runner.take_over(claim, opening, models, kit)
+
+
+def _answer_text(data: dict[str, Any]) -> bool:
+    return data.get("type") == "text_delta" and not data.get("step_id")

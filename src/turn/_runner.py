@@ -13,10 +13,10 @@ from typing import Any
 
 import structlog
 
-from events import Done, Error, SessionStarted, TurnStatus, Usage, UserMessage
+from events import Done, Error, MessageDone, SessionStarted, TurnStatus, Usage, UserMessage
 from executors import PlanSuspended
 from planner import Plan
-from store import Claim, StaleOwnerError, Store, TurnRecord
+from store import Claim, QueuedTurn, StaleOwnerError, Store, TurnRecord
 from tools import UserRole
 from turn._models import TurnRoleModels
 from turn._phases import TurnKit
@@ -140,6 +140,8 @@ class TurnRunner:
         self._tasks: dict[str, asyncio.Task[TurnStatus | None]] = {}
         self._sessions: dict[str, str] = {}  # turn_id -> session_id, while it runs
         self._closing = asyncio.Lock()  # concurrent cancels close a turn once
+        self._interrupted: set[str] = set()  # turns cancelled because a newer message came
+        self._stopping = False  # shutting down: queued turns wait for another worker
 
     def lease_until(self) -> datetime:
         return datetime.now(UTC) + timedelta(seconds=self.lease_s)
@@ -196,6 +198,76 @@ class TurnRunner:
         for waiting in await self._store.sessions.suspended_turns(session_id=session_id):
             if await self._store.log.close_unanswered(session_id, waiting.id, "superseded"):
                 _log.info("turn.superseded", turn_id=waiting.id, session_id=session_id)
+
+    async def queue(
+        self,
+        *,
+        session_id: str,
+        org_id: str,
+        user_id: str,
+        role: UserRole = "member",
+        text: str,
+        trace_id: str,
+        model_spec: str | None = None,
+        agent: tuple[str, int] | None = None,
+    ) -> TurnHandle:
+        """Store ``text`` as the session's next turn, started when the running one ends
+        (by the worker whose turn ended, or any worker's keeper); its handle, whose
+        ``after`` is the log's end now (its events come later)."""
+        turn_id = str(uuid.uuid4())
+        await self._store.queue.add(
+            session_id, turn_id=turn_id, trace_id=trace_id, text=text,
+            job=_job(org_id, user_id, role, model_spec, agent),
+        )  # fmt: skip
+        after = await self._store.log.last_seq(session_id)
+        _log.info("turn.queued", turn_id=turn_id, session_id=session_id)
+        await self.start_next(session_id)  # the running turn may have ended meanwhile
+        return TurnHandle(session_id=session_id, turn_id=turn_id, trace_id=trace_id, after=after)
+
+    async def start_next(self, session_id: str) -> TurnHandle | None:
+        """Start the session's oldest queued turn here if no turn runs in it (the database
+        decides, so of several workers trying at most one does); ``None`` if none did."""
+        if self._stopping or self.setups is None:  # a queued job runs with its agent's kit
+            return None
+        started = await self._store.queue.start_next(
+            session_id, worker_id=self.worker_id, lease_until=self.lease_until()
+        )
+        if started is None:
+            return None
+        await self._supersede(session_id)  # a new message: questions waiting are moot
+        _log.info("turn.dequeued", turn_id=started.turn_id, session_id=session_id)
+        kit, models = await self.setups(started.job)
+        return self._launch(self._dequeued(started, models, epoch=0), kit, started.job)
+
+    def _dequeued(self, started: QueuedTurn, models: TurnRoleModels, *, epoch: int) -> Turn:
+        turn = self._turn(
+            session_id=started.session_id, turn_id=started.turn_id, trace_id=started.trace_id,
+            job=started.job, opening=started.opening, models=models,
+        )  # fmt: skip
+        return replace(turn, epoch=epoch)
+
+    def interrupt(self, turn_id: str) -> bool:
+        """Cancel ``turn_id`` if this process runs it, as interrupted (a newer message):
+        it closes keeping its answer so far. Whether it ran here."""
+        task = self._tasks.get(turn_id)
+        if task is None or task.done():
+            return False
+        if turn_id not in self._interrupted:
+            self._interrupted.add(turn_id)
+            task.cancel()
+        _log.info("turn.interrupted", turn_id=turn_id, worker_id=self.worker_id)
+        return True
+
+    async def _next_after(self, session_id: str) -> None:
+        """Start what was queued behind a turn that just ended; a failure is logged (the
+        keeper starts it later), never raised into the ended turn."""
+        try:
+            await self.start_next(session_id)
+        except Exception as exc:
+            _log.error(
+                "turn.dequeue_failed", session_id=session_id, error_type=type(exc).__name__,
+                exc_info=exc,
+            )  # fmt: skip
 
     async def resume(
         self,
@@ -295,8 +367,11 @@ class TurnRunner:
         def on_usage(usage: Usage) -> None:
             spent[0] = usage.cost_usd_micros
 
+        def stopped() -> bool:
+            return turn.turn_id in self._interrupted
+
         try:
-            status = await run_turn(self._store, turn, kit, on_usage=on_usage)
+            status = await run_turn(self._store, turn, kit, on_usage=on_usage, stopped=stopped)
             return status
         except StaleOwnerError:
             _log.warning("turn.fenced", turn_id=turn.turn_id, worker_id=self.worker_id)
@@ -305,8 +380,10 @@ class TurnRunner:
             status = "cancelled"
             raise
         finally:
+            self._interrupted.discard(turn.turn_id)
             if status is not None:
                 await asyncio.shield(self.turn_ended(job, turn.turn_id, status, spent[0]))
+                await asyncio.shield(self._next_after(turn.session_id))
 
     async def turn_ended(
         self, job: Mapping[str, Any], turn_id: str, status: TurnStatus, spent: int = 0
@@ -374,7 +451,9 @@ class TurnRunner:
             await asyncio.wait([task])  # however it ended: done, failed, or cancelled
 
     async def shutdown(self, grace_s: float) -> None:
-        """Let running turns finish for ``grace_s``, then cancel (they log ``cancelled``)."""
+        """Let running turns finish for ``grace_s``, then cancel (they log ``cancelled``).
+        Queued turns stay queued: another worker (or this one restarted) starts them."""
+        self._stopping = True
         tasks = list(self._tasks.values())
         if not tasks:
             return
@@ -382,6 +461,26 @@ class TurnRunner:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+    async def close_interrupted(self, claim: Claim, message_id: str, answering: bool) -> None:
+        """End a claimed turn that a newer message interrupted while its worker died: as
+        its own task would have (``message_done`` ``interrupted`` if it had begun to
+        answer, ``error`` ``interrupted``, ``done`` ``cancelled``)."""
+        status: TurnStatus = "cancelled"
+        why = "A newer message interrupted this turn; the answer so far is kept"
+        kept = [MessageDone(message_id=message_id, stop_reason="interrupted")] if answering else []
+        await self._store.log.append(
+            claim.session_id,
+            [
+                *kept,
+                Error(code="interrupted", message=why, trace_id=claim.trace_id),
+                Done(session_id=claim.session_id, status=status),
+            ],
+            turn_id=claim.turn_id,
+            finish=status,
+            epoch=claim.epoch,
+        )
+        await self.turn_ended(claim.job or {}, claim.turn_id, status)
 
     async def close_unresumable(self, claim: Claim, why: str) -> None:
         """End a claimed turn that cannot go on (it has no job record or no opening message:

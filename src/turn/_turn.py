@@ -110,9 +110,11 @@ async def run_turn(
     kit: TurnKit | None = None,
     *,
     on_usage: Callable[[Usage], None] | None = None,
+    stopped: Callable[[], bool] | None = None,
 ) -> TurnStatus:
     """Run ``turn`` to its end and return its final status; never raises but on cancel.
-    ``on_usage`` is told the turn's usage (its ``usage`` event) as it ends.
+    ``on_usage`` is told the turn's usage (its ``usage`` event) as it ends; ``stopped``
+    says whether a cancel is an interrupt (a newer message), which closes it marked so.
 
     Every event logged while it runs (tools, caps and replay repairs included) carries the
     turn's ``trace_id``, ``org_id``, ``session_id`` and ``turn_id`` (context variables);
@@ -156,7 +158,7 @@ async def run_turn(
                     job = _Job(store, kit, turn, turn.model, out, _Budget(meter, deadline))
                     closing, status, failed = await _run(job)
         except asyncio.CancelledError:
-            closing = [_error(turn, "cancelled", "The turn was cancelled")]
+            closing = _cancelled(turn, out, interrupted=stopped is not None and stopped())
             await asyncio.shield(_close(out, turn, closing, "cancelled", meter))
             ended("cancelled")
             raise
@@ -204,6 +206,21 @@ async def _close(
         failed_steps=list(failed) if partial else None,
     )
     await out.close([*events, done], status)
+
+
+INTERRUPTED = "interrupted"
+"""The ``error`` code and ``message_done.stop_reason`` of a turn a newer message cut short."""
+
+
+def _cancelled(turn: Turn, out: BatchingAppender, *, interrupted: bool) -> list[Event]:
+    """How a cancelled turn closes. Interrupted by a newer message: the answer written so
+    far stays, closed with ``message_done`` (``interrupted``) so the next turn's model sees
+    it as what was said, and ``error`` ``interrupted``."""
+    if not interrupted:
+        return [_error(turn, "cancelled", "The turn was cancelled")]
+    why = "A newer message interrupted this turn; the answer so far is kept"
+    kept = [MessageDone(message_id=turn.message_id, stop_reason=INTERRUPTED)]
+    return [*(kept if out.answering else []), _error(turn, INTERRUPTED, why)]
 
 
 def _error(turn: Turn, code: str, message: str) -> Error:

@@ -158,10 +158,14 @@ async def test_chat_waits_for_the_end_and_returns_the_answer(make_server: Server
 async def test_concurrent_turns_get_gap_free_unique_sequence_numbers(
     make_server: ServerFactory,
 ) -> None:
-    """50 turns on one session and 50 on 50 sessions, all at once."""
+    """50 turns on one session (queued: one runs at a time there) and 50 on 50 sessions,
+    all at once."""
     model = streaming_model([f"w{i} " for i in range(20)])
     async with make_server(TurnModels(executor=model)) as server:
         client = server.client
+        enqueue = {"name": "Default", "double_texting": "enqueue"}
+        owner = server.auth(role="owner")
+        assert (await client.put("/v1/agents/default", json=enqueue, headers=owner)).is_success
         first = await stream_turn(client, {"message": "start"}, server.auth())
         shared = first[0].data["session_id"]
         same_session = [

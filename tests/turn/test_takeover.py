@@ -343,10 +343,11 @@ def test_what_a_takeover_resets_in_a_complex_plan_and_a_forced_loop() -> None:
 
 
 async def test_a_takeover_fences_that_turn_only(store: Store) -> None:
-    await store.sessions.create(org_id=ORG, user_id="ada", session_id="s-1", title=None)
-    for turn_id, lease_s in (("t-1", -1), ("t-2", 60)):  # t-1's lease has run out
+    for session_id, turn_id, lease_s in (("s-1", "t-1", -1), ("s-2", "t-2", 60)):
+        # t-1's lease has run out; one turn runs per session, so t-2 runs in another
+        await store.sessions.create(org_id=ORG, user_id="ada", session_id=session_id, title=None)
         await store.log.open_turn(
-            "s-1", [UserMessage(message_id=f"m-{turn_id}", text="hi")], turn_id=turn_id,
+            session_id, [UserMessage(message_id=f"m-{turn_id}", text="hi")], turn_id=turn_id,
             trace_id="tr", worker_id="a:1",
             lease_until=datetime.now(UTC) + timedelta(seconds=lease_s),
         )  # fmt: skip
@@ -354,8 +355,8 @@ async def test_a_takeover_fences_that_turn_only(store: Store) -> None:
     [claim] = await store.leases.claim_expired("b:1", 30)
 
     assert (claim.turn_id, claim.epoch) == ("t-1", 1)
-    # A still runs t-2 in the same session: its writes go on under its epoch.
-    await store.log.append("s-1", [TextDelta(delta="still mine")], turn_id="t-2", epoch=0)
+    # A still runs t-2: its writes go on under its epoch.
+    await store.log.append("s-2", [TextDelta(delta="still mine")], turn_id="t-2", epoch=0)
     with pytest.raises(StaleOwnerError):  # t-1's late write is refused
         await store.log.append("s-1", [TextDelta(delta="late")], turn_id="t-1", epoch=0)
     await store.log.append("s-1", [TextDelta(delta="new owner")], turn_id="t-1", epoch=1)
