@@ -241,11 +241,29 @@ async def ag_ui_run(
     if data.resume:
         session_id, turn_id, after = await _resume(services, request, data)
     else:
-        session_id, turn_id, after = await _start(services, request, data, idempotency_key)
+        try:
+            session_id, turn_id, after = await _start(services, request, data, idempotency_key)
+        except ApiError as exc:
+            if exc.code != "turn_in_progress":
+                raise
+            return _refused(exc)
     run = _Run(data.threadId, data.runId, session_id, turn_id)
     run.knows(data.messages)
     headers = {**SSE_HEADERS, "X-Session-Id": session_id, "X-Turn-Id": turn_id}
     return Stream(_frames(services, run, after), media_type="text/event-stream", headers=headers)
+
+
+def _refused(exc: ApiError) -> Response[bytes]:
+    """A message the thread's agent refuses while a turn runs (``turn_in_progress``): the
+    409 as the protocol says it, ``RUN_ERROR`` with the code; the running turn's id is in
+    ``X-Turn-Id``. No run started, so nothing else is sent."""
+    error = RunErrorEvent(message=exc.message, code=exc.code)
+    return Response(
+        content=EventEncoder().encode(error).encode(),
+        status_code=exc.status,
+        media_type="text/event-stream",
+        headers={**SSE_HEADERS, **exc.headers},
+    )
 
 
 async def _start(
@@ -738,7 +756,7 @@ class _Run:
         """A failure ends the run with RUN_ERROR (nothing follows it); a cancel waits for
         its ``done`` to end the run as ``cancelled``."""
         code = str(event.data.get("code") or "internal")
-        if code == "cancelled":
+        if code in ("cancelled", "interrupted"):  # interrupted: a newer message cut it
             self.cancelled = True
             return []
         self.ended = True

@@ -189,7 +189,12 @@ async def ai_sdk_chat(
     if message.role != "user":
         return await _answer(services, request, data.id, message, v5=ai_sdk == 5)
     options = {"agent": data.agent, "model": data.model, "idempotency_key": idempotency_key}
-    handle = await start_thread_turn(services, request, data.id, message.text, options=options)
+    try:
+        handle = await start_thread_turn(services, request, data.id, message.text, options=options)
+    except ApiError as exc:
+        if exc.code != "turn_in_progress":
+            raise
+        return _refused(exc)
     segment = await _segment(services, handle.session_id, handle.turn_id, after=handle.after)
     writer = _Writer(segment.message_id, handle.session_id, handle.turn_id, v5=ai_sdk == 5)
     writer.goals.update(segment.goals)
@@ -330,6 +335,19 @@ async def _segment(
         return _Segment(log[0].seq - 1 if log else 0, turn_id, goals)
     opened = any(e.type == "user_message" and e.seq <= after for e in log)
     return _Segment(after, f"{turn_id}:{after + 1}" if opened else turn_id, goals)
+
+
+def _refused(exc: ApiError) -> Response[bytes]:
+    """A message the chat's agent refuses while a turn runs (``turn_in_progress``): the
+    409 as the protocol says it, an ``error`` part (its text leads with the code), so a
+    client reading the stream shows why; the running turn's id is in ``X-Turn-Id``."""
+    part = {"type": "error", "errorText": f"{exc.code}: {exc.message}"}
+    return Response(
+        content=_encode([part]) + DONE_FRAME,
+        status_code=exc.status,
+        media_type="text/event-stream",
+        headers={**AI_SDK_HEADERS, **exc.headers},
+    )
 
 
 def _stream(services: Services, writer: _Writer, *, after: int) -> Stream:
@@ -547,7 +565,7 @@ class _Writer:
             *self._close_all(),
             {"type": "message-metadata", "messageMetadata": {"error": error}},
         ]
-        if error.get("code") == "cancelled":
+        if error.get("code") in ("cancelled", "interrupted"):  # a newer message cut it
             reason = {} if self.v5 else {"reason": str(error.get("message", "cancelled"))}
             return [*parts, {"type": "abort", **reason}]
         return [*parts, {"type": "error", "errorText": str(error.get("message", "failed"))}]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -332,3 +333,48 @@ async def test_a_queued_message_whose_starter_died_is_started_by_a_keeper(
         await services.runner.wait("queued-1")
         await until(server.store, session_id, ["completed", "completed"])
         assert len(held.seen) == 1
+
+
+def ai_sdk(chat: str, text: str, message_id: str) -> dict[str, Any]:
+    message = {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
+    return {"id": chat, "messages": [message], "trigger": "submit-message"}
+
+
+def ag_ui(thread: str, text: str, run_id: str) -> dict[str, Any]:
+    return {"threadId": thread, "runId": run_id, "messages": [{"id": run_id, "role": "user",
+            "content": text}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "payload"),
+    [("/v1/ai-sdk/chat", ai_sdk), ("/v1/ag-ui", ag_ui)],
+    ids=["ai-sdk", "ag-ui"],
+)
+async def test_the_chat_protocols_say_turn_in_progress_in_their_own_terms(
+    make_server: ServerFactory, held: Held, path: str, payload: Any
+) -> None:
+    async with make_server(TurnModels(executor=held.model())) as server:
+        first = asyncio.create_task(
+            server.client.post(path, json=payload("chat-1", FIRST, "m1"), headers=server.auth())
+        )
+        async with asyncio.timeout(10):
+            await held.answering.wait()
+        [running] = await server.store.sessions.running_turns()
+        second = await server.client.post(
+            path, json=payload("chat-1", SECOND, "m2"), headers=server.auth()
+        )
+        held.release.set()
+        async with asyncio.timeout(10):
+            assert (await first).status_code == 200
+    assert second.status_code == 409
+    frames = [f.removeprefix("data: ") for f in second.text.split("\n\n") if f]
+    assert second.headers["X-Turn-Id"] == running.id
+    if path == "/v1/ag-ui":
+        [event] = [json.loads(f) for f in frames]
+        assert (event["type"], event["code"]) == ("RUN_ERROR", "turn_in_progress")
+    else:
+        assert frames[-1] == "[DONE]"
+        [part] = [json.loads(f) for f in frames[:-1]]
+        assert part["type"] == "error"
+        assert part["errorText"].startswith("turn_in_progress: ")
+    assert held.seen == []
