@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -216,3 +217,45 @@ async def test_a_database_from_before_the_demo_branch_keeps_its_demo_rows(db_url
     assert off == before
     assert on == (before[0], heads())
     assert members == 8 and missing == set()
+
+
+_TURNS = sa.table(  # as revision 0021 has it
+    "turns",
+    *(sa.column(c) for c in ("id", "session_id", "trace_id", "status", "epoch")),
+    sa.column("started_at", UTCDateTime()),
+)
+
+
+async def test_0022_leaves_one_running_turn_per_session_and_the_index_holds_it(
+    db_url: str,
+) -> None:
+    """Before 0022 double texts ran at once: all but the newest running turn of a session
+    are closed ``cancelled``, then the database refuses a second running turn."""
+    store = Store(db_url)
+    try:
+        await upgrade(store, "0021")
+        session_id, now = await _rows_at_0006(store), utcnow()
+        async with store.db.write() as conn:
+            await conn.execute(
+                sa.insert(_TURNS),
+                [
+                    {"id": f"t-{i}", "session_id": session_id, "trace_id": "tr",
+                     "status": "running", "epoch": 0, "started_at": now + timedelta(seconds=i)}
+                    for i in range(3)
+                ],
+            )  # fmt: skip
+        await upgrade(store)
+        turns = {t.id: t.status for t in await store.sessions.turns(session_id)}
+        with pytest.raises(sa.exc.IntegrityError):
+            async with store.db.write() as conn:
+                await conn.execute(sa.insert(_TURNS).values(
+                    id="t-9", session_id=session_id, trace_id="tr", status="running", epoch=0,
+                    started_at=now,
+                ))  # fmt: skip
+        async with store.db.read() as conn:
+            drift = await conn.run_sync(_differences)
+    finally:
+        await store.close()
+
+    assert turns == {"t-0": "cancelled", "t-1": "cancelled", "t-2": "running"}
+    assert not {d for d in drift if "turns" in d}  # the models say what 0022 made

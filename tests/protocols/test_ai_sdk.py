@@ -289,6 +289,11 @@ async def test_first_messages_racing_in_a_new_chat_share_its_session(
     make_server: ServerFactory,
 ) -> None:
     async with make_server(noted()) as server:
+        enqueue = {"name": "Default", "double_texting": "enqueue"}  # else all but one are 409
+        owner = server.auth(role="owner")
+        assert (
+            await server.client.put("/v1/agents/default", json=enqueue, headers=owner)
+        ).is_success
         raced = await asyncio.gather(
             *(post(server, body("race", user(f"hi {i}", id=f"u{i}"))) for i in range(4))
         )
