@@ -290,8 +290,18 @@ async def _claim_key(
 
 
 def sse_stream(
-    services: Services, session_id: str, *, after: int = 0, turn_id: str | None = None
+    services: Services,
+    session_id: str,
+    *,
+    after: int = 0,
+    turn_id: str | None = None,
+    queued: bool = False,
 ) -> Stream:
+    """The session's events as SSE (one turn's with ``turn_id``); ``X-Turn-Status:
+    queued`` says the turn waits for the session's running one (its events come later)."""
+    more = {} if turn_id is None else {"X-Turn-Id": turn_id}
+    if queued:
+        more["X-Turn-Status"] = "queued"
     frames = tail(
         services.store,
         session_id,
@@ -302,7 +312,7 @@ def sse_stream(
     return Stream(
         frames,
         media_type="text/event-stream",
-        headers={**SSE_HEADERS, "X-Session-Id": session_id},
+        headers={**SSE_HEADERS, "X-Session-Id": session_id, **more},
     )
 
 
@@ -314,7 +324,10 @@ async def chat_stream(
     idempotency_key: IdempotencyKey = None,
 ) -> Stream:
     handle = await start_turn(services, request, data, idempotency_key)
-    return sse_stream(services, handle.session_id, after=handle.after, turn_id=handle.turn_id)
+    return sse_stream(
+        services, handle.session_id, after=handle.after, turn_id=handle.turn_id,
+        queued=handle.queued,
+    )  # fmt: skip
 
 
 @post("/v1/chat", status_code=200, summary="Send a user turn; wait for its end")

@@ -31,13 +31,15 @@ CANCEL_TIMEOUT_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class TurnHandle:
-    """A started turn; ``after`` is the log position its events for this request follow
-    (non-zero when a message answered a suspended turn's question and resumed it)."""
+    """A started (or queued) turn; ``after`` is the log position its events for this
+    request follow (non-zero when a message answered a suspended turn's question and
+    resumed it, or was queued behind a running turn)."""
 
     session_id: str
     turn_id: str
     trace_id: str
     after: int = 0
+    queued: bool = False  # a double text waiting for the session's running turn to end
 
 
 async def new_session(
@@ -222,7 +224,7 @@ class TurnRunner:
         after = await self._store.log.last_seq(session_id)
         _log.info("turn.queued", turn_id=turn_id, session_id=session_id)
         await self.start_next(session_id)  # the running turn may have ended meanwhile
-        return TurnHandle(session_id=session_id, turn_id=turn_id, trace_id=trace_id, after=after)
+        return TurnHandle(session_id, turn_id, trace_id, after=after, queued=True)
 
     async def start_next(self, session_id: str) -> TurnHandle | None:
         """Start the session's oldest queued turn here if no turn runs in it (the database

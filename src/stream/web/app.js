@@ -13,7 +13,8 @@ const RETRY_DELAYS_MS = [300, 600, 1200, 2500, 5000];
 const MAX_RETRIES = 20;
 const APPROVALS_POLL_MS = 5000;
 const MANAGERS = new Set(["owner", "staff"]);
-const LIVE_STATUSES = new Set(["running", "suspended"]); // replayed from the log, not the detail
+const LIVE_STATUSES = new Set(["running", "suspended", "queued"]); // replayed from the log, not the detail
+const QUEUED_TEXT = "Queued: your message runs when the reply being written ends.";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -241,12 +242,16 @@ async function streamOnce(run, request) {
   }
   const sessionId = response.headers.get("X-Session-Id");
   if (sessionId) openedSession(sessionId);
-  setConnection("");
+  // A message sent while a reply is being written waits for it (an agent that queues).
+  let queued = response.headers.get("X-Turn-Status") === "queued";
+  setConnection(queued ? QUEUED_TEXT : "");
   let finished = false;
   try {
     for await (const frame of readFrames(response.body)) {
       const event = toEvent(frame);
       if (!event) continue;
+      if (queued) setConnection("");
+      queued = false;
       transcript.apply(event);
       onLiveEvent(event);
       finished ||= event.type === "done";

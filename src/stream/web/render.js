@@ -25,6 +25,8 @@ export const ERROR_TEXT = {
   already_undone: "This was undone already.",
   replay_integrity_violation: "A tool result went missing; the conversation was repaired.",
   cancelled: "The turn was cancelled.",
+  turn_in_progress: "A reply is still being written in this chat: send your message once it ends.",
+  interrupted: "Your newer message interrupted this reply; what it had written is kept.",
   step_timed_out: "It ran out of time.",
   step_overran: "It kept going past its budget.",
   step_skipped: "It depended on a step that failed.",
