@@ -76,6 +76,15 @@ class TurnQueue:
         async with self._db.read() as conn:
             return [str(turn_id) for turn_id in (await conn.execute(query)).scalars()]
 
+    async def busy(self, session_id: str) -> bool:
+        """Whether a turn runs in the session or waits to (one query, so a queued turn
+        starting between two reads is not missed)."""
+        query = select(TurnRow.id).where(
+            TurnRow.session_id == session_id, TurnRow.status.in_(("running", "queued"))
+        )
+        async with self._db.read() as conn:
+            return await conn.scalar(query.limit(1)) is not None
+
     async def start_next(
         self, session_id: str, *, worker_id: str, lease_until: datetime
     ) -> QueuedTurn | None:

@@ -62,7 +62,8 @@ async def follow(
 
     With ``turn_id`` it carries that turn's events and ends at its ``done``. Without, it
     carries every event and ends once it has caught up and no turn of the session is
-    running. Batches may hold operator-only events: a translator leaves them out.
+    running or queued (a queued message's turn is the session's next). Batches may hold
+    operator-only events: a translator leaves them out.
     """
     cursor = after
     idle_s = 0.0  # since the last batch or keep-alive
@@ -85,7 +86,7 @@ async def follow(
                 if turn_id is not None and events[-1].type == "done":
                     return
                 continue
-            if turn_id is None and not await store.sessions.running_turns(session_id):
+            if turn_id is None and not await store.queue.busy(session_id):
                 # A turn's done and its closing commit together: one more read is complete.
                 rest = await store.log.read(session_id, after=cursor)
                 if rest:

@@ -231,6 +231,8 @@ class TurnRunner:
         decides, so of several workers trying at most one does); ``None`` if none did."""
         if self._stopping or self.setups is None:  # a queued job runs with its agent's kit
             return None
+        if not await self._store.queue.waiting(session_id):  # most ends: a read, no write
+            return None
         started = await self._store.queue.start_next(
             session_id, worker_id=self.worker_id, lease_until=self.lease_until()
         )

@@ -16,13 +16,16 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from httpx_sse import aconnect_sse
 from sqlalchemy import func, select
 
 from bosun.settings import Settings
 from conftest import DEMO, JWT_SECRET, Server, ServerFactory
+from events import SessionStarted, TextDelta, UserMessage
 from helpers import Frame, stream_turn, types
 from providers import FunctionModel, ModelRequest
 from store import Store, TurnInProgressError
@@ -222,9 +225,11 @@ async def test_enqueue_runs_the_second_turn_after_the_first_and_it_sees_the_answ
             second = asyncio.create_task(stream_turn(server.client, body, server.auth()))
             await until(server.store, session_id, ["completed", "running", "queued"])
             assert held.seen == []  # queued: nothing runs yet
+            whole = asyncio.create_task(reattach(server, session_id))  # follows both turns
+            await asyncio.sleep(0.05)
             held.release.set()
             async with asyncio.timeout(10):
-                one, two = await first, await second
+                one, two, both = await first, await second, await whole
         assert max(samples) == 1
         assert one[-1].data["status"] == "completed"
         assert types(two)[:2] == ["session_started", "user_message"]
@@ -232,6 +237,14 @@ async def test_enqueue_runs_the_second_turn_after_the_first_and_it_sees_the_answ
         assert one[-1].id < two[0].id  # the second started after the first's done
         assert len(held.seen) == 1 and PARTIAL + REST in held.seen[0]  # it saw the answer
         assert await statuses(server.store, session_id) == ["completed"] * 3
+        assert [f.data["status"] for f in both if f.event == "done"] == ["completed"] * 3
+
+
+async def reattach(server: Server, session_id: str) -> list[Frame]:
+    """The session's stream from its start: live until no turn runs or waits."""
+    path = f"/v1/sessions/{session_id}/stream"
+    async with aconnect_sse(server.client, "GET", path, headers=server.auth()) as events:
+        return [Frame(int(e.id), e.event, json.loads(e.data)) async for e in events.aiter_sse()]
 
 
 async def test_interrupt_stops_the_first_keeping_its_words_then_runs_the_second(
@@ -311,8 +324,6 @@ async def test_the_database_refuses_a_second_running_turn(store: Store) -> None:
 
 
 async def _opening(store: Store, turn_id: str) -> tuple[Any, int]:
-    from events import SessionStarted
-
     return await store.log.open_turn(
         "s-1", [SessionStarted(session_id="s-1", turn_id=turn_id)], turn_id=turn_id,
         trace_id="trace",
@@ -378,3 +389,32 @@ async def test_the_chat_protocols_say_turn_in_progress_in_their_own_terms(
         assert part["type"] == "error"
         assert part["errorText"].startswith("turn_in_progress: ")
     assert held.seen == []
+
+
+async def test_an_interrupted_turn_whose_worker_died_is_closed_by_its_claimer(
+    make_server: ServerFactory, held: Held
+) -> None:
+    async with make_server(TurnModels(executor=held.model())) as server:
+        store, services = server.store, server.app.state.services
+        session_id = await open_session(server)
+        job = {"org_id": "acme", "user_id": "alice", "role": "member", "model": None}
+        opening = [
+            SessionStarted(session_id=session_id, turn_id="dead-1"),
+            UserMessage(message_id="m-dead", text=FIRST),
+        ]
+        await store.log.open_turn(
+            session_id, opening, turn_id="dead-1", trace_id="tr", worker_id="gone:1",
+            lease_until=datetime.now(UTC) - timedelta(seconds=1), job=job,
+        )  # fmt: skip
+        await store.log.append(session_id, [TextDelta(delta=PARTIAL)], turn_id="dead-1", epoch=0)
+        await store.queue.add(session_id, turn_id="q-1", trace_id="tr", job=job, text=SECOND)
+        assert await store.queue.stop("dead-1", "interrupted")
+
+        await Keeper(store, services.runner, services.models).tick()
+        await until(store, session_id, ["completed", "cancelled", "completed"])
+        dead = await store.log.read(session_id, turn_id="dead-1")
+
+    assert [(e.type, e.data.get("stop_reason") or e.data.get("code")) for e in dead[-3:]] == [
+        ("message_done", "interrupted"), ("error", "interrupted"), ("done", None),
+    ]  # fmt: skip
+    assert PARTIAL.strip() in held.seen[0]  # the next turn saw the words kept
