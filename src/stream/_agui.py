@@ -163,7 +163,8 @@ class AgUiMessage(BaseModel):
 
 
 class AgUiProps(BaseModel):
-    """``forwardedProps``: Bosun reads ``agent`` and ``model`` and ignores the rest."""
+    """``forwardedProps``: Bosun reads ``agent``, ``model`` and ``planner_model`` (as
+    ``POST /v1/chat`` does) and ignores the rest."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -171,7 +172,16 @@ class AgUiProps(BaseModel):
         default=None, pattern=HANDLE_PATTERN, description="The agent a new thread talks to."
     )
     model: str | None = Field(
-        default=None, max_length=200, description="A model spec among the server's allowed ones."
+        default=None,
+        max_length=200,
+        description="The model of every role that answers: a spec among the server's allowed "
+        "ones (else 422 model_not_allowed).",
+    )
+    planner_model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The planner's model: a spec among the server's allowed ones (else 422 "
+        "model_not_allowed); omit to keep the planner's own.",
     )
 
 
@@ -258,7 +268,10 @@ async def _start(
     )
     if newest is not None and newest.role == "user":
         props = data.forwardedProps or AgUiProps()
-        options = {"agent": props.agent, "model": props.model, "idempotency_key": key}
+        options = {
+            "agent": props.agent, "model": props.model,
+            "planner_model": props.planner_model, "idempotency_key": key,
+        }  # fmt: skip
         handle = await start_thread_turn(
             services, request, data.threadId, newest.text, options=options
         )

@@ -133,7 +133,8 @@ def _one_trigger(trigger: str) -> str:
 
 class AiSdkChatIn(ProtocolBody):
     """``DefaultChatTransport``'s body: ``{id, messages, trigger, messageId}`` and the
-    transport's ``body`` fields (``agent`` and ``model`` are read; others are kept out)."""
+    transport's ``body`` fields (``agent``, ``model`` and ``planner_model`` are read, as
+    ``POST /v1/chat`` reads them; others are kept out)."""
 
     id: str = Field(pattern=THREAD_ID_PATTERN, description="The chat: a Bosun session.")
     messages: list[UIMessage] = Field(
@@ -149,7 +150,16 @@ class AiSdkChatIn(ProtocolBody):
         default=None, pattern=HANDLE_PATTERN, description="The agent a new chat talks to."
     )
     model: str | None = Field(
-        default=None, max_length=200, description="A model spec among the server's allowed ones."
+        default=None,
+        max_length=200,
+        description="The model of every role that answers: a spec among the server's allowed "
+        "ones (else 422 model_not_allowed).",
+    )
+    planner_model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The planner's model: a spec among the server's allowed ones (else 422 "
+        "model_not_allowed); omit to keep the planner's own.",
     )
 
     @property
@@ -188,7 +198,10 @@ async def ai_sdk_chat(
     message = data.last
     if message.role != "user":
         return await _answer(services, request, data.id, message, v5=ai_sdk == 5)
-    options = {"agent": data.agent, "model": data.model, "idempotency_key": idempotency_key}
+    options = {
+        "agent": data.agent, "model": data.model, "planner_model": data.planner_model,
+        "idempotency_key": idempotency_key,
+    }  # fmt: skip
     handle = await start_thread_turn(services, request, data.id, message.text, options=options)
     segment = await _segment(services, handle.session_id, handle.turn_id, after=handle.after)
     writer = _Writer(segment.message_id, handle.session_id, handle.turn_id, v5=ai_sdk == 5)

@@ -129,7 +129,17 @@ class ChatRequest(RequestBody):
         default=None, max_length=64, description="Client context (unused yet)."
     )
     model: str | None = Field(
-        default=None, max_length=200, description="A model spec among the server's allowed ones."
+        default=None,
+        max_length=200,
+        description="The model of every role that answers (the plan's steps, the merge, a "
+        "direct answer), over the agent's: a spec among the server's allowed ones (else 422 "
+        "model_not_allowed).",
+    )
+    planner_model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The planner's model, over the agent's and the server's: a spec among the "
+        "server's allowed ones (else 422 model_not_allowed); omit to keep the planner's own.",
     )
     agent: str | None = Field(
         default=None,

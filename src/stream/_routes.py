@@ -72,14 +72,22 @@ async def session_for(services: Services, principal: Principal, session_id: str)
 
 
 async def _pick_models(
-    services: Services, org_id: str, spec: str | None, setup: AgentSetup
+    services: Services, org_id: str, body: ChatRequest | None, setup: AgentSetup
 ) -> TurnRoleModels:
+    """The turn's models: the agent's, with the answering roles' (``body.model``) and the
+    planner's (``body.planner_model``) that the request picked; a spec the server does not
+    offer is 422 ``model_not_allowed``, before anything starts."""
+    requested = body.model if body is not None else None
+    planner = body.planner_model if body is not None else None
     try:
-        return await services.models.resolve(org_id=org_id, requested=spec, roles=setup.specs)
+        return await services.models.resolve(
+            org_id=org_id, requested=requested, planner=planner, roles=setup.specs
+        )
     except ModelNotAllowedError as exc:
         allowed = ", ".join(services.models.allowed) or "none"
-        message = f"Model {exc.args[0]!r} is not allowed here (allowed: {allowed})"
-        raise ApiError(400, "invalid_request", message) from None
+        where = "" if exc.field == "models" else f" ({exc.field})"
+        message = f"Model {exc.spec!r}{where} is not allowed here (allowed: {allowed})"
+        raise ApiError(422, "model_not_allowed", message) from None
 
 
 async def _pick_agent(
@@ -118,7 +126,7 @@ async def start_turn(
     if body.session_id is not None:
         session = await session_for(services, principal, body.session_id)
     setup = await _pick_agent(services, principal, body.agent, session)
-    models = await _pick_models(services, principal.org_id, body.model, setup)
+    models = await _pick_models(services, principal.org_id, body, setup)
     session_id = session.id if session is not None else None
     claim = None
     if key is not None:
@@ -137,7 +145,8 @@ async def start_turn(
         if handle is None:
             handle = await _open_turn(
                 services, principal, body.message, (session_id, new_session_id),
-                (setup, models, body.model), trace_id=trace_id_of(request),
+                (setup, models, (body.model, body.planner_model)),
+                trace_id=trace_id_of(request),
             )  # fmt: skip
     except BaseException:
         if claim is not None:  # no turn started: a retry may claim the key again
@@ -165,7 +174,12 @@ async def send_message(
         if handle is not None:
             return handle
     return await _open_turn(
-        services, principal, text, (session_id, None), (setup, models, None), trace_id=trace_id
+        services,
+        principal,
+        text,
+        (session_id, None),
+        (setup, models, (None, None)),
+        trace_id=trace_id,
     )
 
 
@@ -174,13 +188,15 @@ async def _open_turn(
     principal: Principal,
     text: str,
     session: tuple[str | None, str | None],
-    chosen: tuple[AgentSetup, TurnRoleModels, str | None],
+    chosen: tuple[AgentSetup, TurnRoleModels, tuple[str | None, str | None]],
     *,
     trace_id: str,
 ) -> TurnHandle:
     """Start a turn in the session (``session``: its id, or none yet and the id to give
-    the new one, if chosen) with the agent, models and model spec ``chosen``."""
-    setup, models, model_spec = chosen
+    the new one, if chosen) with the agent, models and the model specs the request picked
+    (answering roles', planner's) ``chosen``; the job records those specs, so a resume or a
+    takeover runs with the same choice."""
+    setup, models, (model_spec, planner_spec) = chosen
     agent = setup.agent
     session_id, new_id = session
     if session_id is None:
@@ -203,6 +219,7 @@ async def _open_turn(
         models=models,
         trace_id=trace_id,
         model_spec=model_spec,
+        planner_spec=planner_spec,
     )
 
 

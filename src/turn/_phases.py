@@ -6,7 +6,7 @@ planning falls back to a safe plan, and a failing source is recorded and skipped
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import structlog
@@ -111,7 +111,8 @@ class TurnKit:
         )
 
 
-def plan_events(outcome: PlanOutcome) -> list[Event]:
+def plan_events(outcome: PlanOutcome, models: Mapping[str, str] | None = None) -> list[Event]:
+    """The events a plan is logged as; ``models``: the spec each role runs with."""
     plan = outcome.plan
     events: list[Event] = [
         PlanCreated(
@@ -131,6 +132,7 @@ def plan_events(outcome: PlanOutcome) -> list[Event]:
             executors=plan.executors,
             repaired=outcome.repaired,
             fallback=outcome.fallback,
+            models=dict(models) if models else None,
         )
     ]
     if outcome.budget is not None:

@@ -97,10 +97,14 @@ def _job(
     role: UserRole,
     model_spec: str | None,
     agent: tuple[str, int] | None = None,
+    planner_spec: str | None = None,
 ) -> dict[str, Any]:
-    """What another worker needs to run a turn (recorded on its row): who, which model,
-    and which version of which agent (none: the server's own kit)."""
+    """What another worker needs to run a turn (recorded on its row): who, which models the
+    request picked (``model`` for the answering roles, ``planner_model`` when it named the
+    planner's), and which version of which agent (none: the server's own kit)."""
     job: dict[str, Any] = {"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec}
+    if planner_spec is not None:
+        job["planner_model"] = planner_spec
     if agent is not None:
         job["agent"], job["agent_version"] = agent
     return job
@@ -160,6 +164,7 @@ class TurnRunner:
         models: TurnRoleModels,
         trace_id: str,
         model_spec: str | None = None,
+        planner_spec: str | None = None,
         kit: TurnKit | None = None,
         agent: tuple[str, int] | None = None,
         turn_id: str | None = None,
@@ -167,12 +172,13 @@ class TurnRunner:
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row says enough for another worker to take it over
-        (``model_spec``: the model the request picked, if any; ``agent``: the handle and
+        (``model_spec``, ``planner_spec``: the models the request picked for the answering
+        roles and the planner, if any; ``agent``: the handle and
         version of the agent whose ``kit`` it runs with; ``turn_id``: an id the caller
         chose, e.g. a claimed background run's)."""
         await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
-        job = _job(org_id, user_id, role, model_spec, agent)
+        job = _job(org_id, user_id, role, model_spec, agent, planner_spec)
         if background:  # a run: a resume or takeover sets it up as one (approvals defer)
             job["trigger"] = "run"
         turn = self._turn(

@@ -302,7 +302,7 @@ async def _run(job: _Job) -> Ending:
             if job.kit.forced:  # no planner: logged here, as a planned one is, for takeovers
                 forced = _forced_plan(job, None)
                 work = Work(plan=forced)
-                for event in plan_events(PlanOutcome(plan=forced, attempts=0)):
+                for event in plan_events(PlanOutcome(plan=forced, attempts=0), _specs(job)):
                     job.out.add(event)
         case Resumed(plan=plan, paused=paused):
             work = Work(plan=plan, paused=paused)
@@ -356,7 +356,7 @@ async def _plan(job: _Job, planner: Model, view: History, log: list[StoredEvent]
     )
     if kit.forced:  # the planner picked the sources; the turn is one forced loop
         outcome = replace(outcome, plan=_forced_plan(job, outcome.plan))
-    for event in plan_events(outcome):
+    for event in plan_events(outcome, _specs(job)):
         job.out.add(event)
     loaded = await load_picked_sources(
         kit, outcome, scope=scope, log=log, counter=kit.counter(job.model)
@@ -364,6 +364,14 @@ async def _plan(job: _Job, planner: Model, view: History, log: list[StoredEvent]
     for event in loaded:
         job.out.add(event)
     return Work(plan=outcome.plan, loaded=tuple(loaded))
+
+
+def _specs(job: _Job) -> dict[str, str]:
+    """The model spec each role of the turn runs with (``plan_created.models``), so a
+    request's model choice is seen, never silently ignored."""
+    turn = job.turn
+    roles = {"planner": turn.planner, "executor": turn.executor or job.model, "merger": job.model}
+    return {role: model.name for role, model in roles.items() if model is not None}
 
 
 def _forced_plan(job: _Job, plan: Plan | None) -> Plan:
