@@ -47,6 +47,9 @@ const CUT_SHORT = {
   max_tool_calls: "the step's limit of tool calls",
 };
 
+// Stop reasons of a whole answer; any other (an unknown one too) was cut short.
+const WHOLE = new Set(["end_turn", "stop_sequence", "tool_use"]);
+
 const UNDO_WINDOW_MS = 15_000;
 const MAX_JSON_CHARS = 4_000;
 const STRATEGY_TEXT = { simple: "Direct answer", tool: "Tool plan", complex: "Complex plan" };
@@ -637,8 +640,10 @@ export class Transcript {
     turn.answer.classList.remove("streaming");
     if (data.stop_reason === "refusal") {
       turn.notes.append(h("p.note", { textContent: "The model declined." }));
-    } else if (Object.hasOwn(CUT_SHORT, data.stop_reason ?? "")) {
-      const text = `Cut short: ${CUT_SHORT[data.stop_reason]} (${data.stop_reason}).`;
+    } else if (data.stop_reason && !WHOLE.has(data.stop_reason)) {
+      const why = Object.hasOwn(CUT_SHORT, data.stop_reason) ? CUT_SHORT[data.stop_reason] : "";
+      const reason = data.stop_reason;
+      const text = why ? `Cut short: ${why} (${reason}).` : `Cut short (${reason}).`;
       turn.notes.append(h("p.note.cut-short", { textContent: text }));
     }
   }
