@@ -61,6 +61,8 @@ async def test_the_turns_tool_calls_bound_its_step(store: Store) -> None:
     step = next(e.data for e in log if e.type == "step_completed")
     assert status == "completed" and len(calls) == 3 and step["tool_calls"] == 3
     assert step["summary"] == "Here is what I found so far."
+    end = next(e.data for e in log if e.type == "message_done")
+    assert end["stop_reason"] == "turn_budget"  # the answer says what cut it short
 
 
 async def test_a_slow_step_wraps_up_before_the_turn_times_out(store: Store) -> None:
