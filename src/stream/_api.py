@@ -158,7 +158,8 @@ class PlanRequest(RequestBody):
 
 class ChatResponse(BaseModel):
     """A finished turn: ``status`` and ``error`` as its ``done`` and ``error`` events say;
-    ``partial`` with ``failed_steps`` when the answer stands without some of its steps."""
+    ``partial`` with ``failed_steps`` when the answer stands without some of its steps;
+    ``stop_reason`` as its answer's ``message_done`` says (why a cut answer was cut)."""
 
     session_id: str
     turn_id: str
@@ -169,6 +170,7 @@ class ChatResponse(BaseModel):
     error: dict[str, Any] | None = None
     partial: bool = False
     failed_steps: list[dict[str, Any]] = Field(default_factory=list)
+    stop_reason: str | None = None
 
 
 class EventOut(BaseModel):
@@ -269,6 +271,11 @@ class MessageOut(BaseModel):
     tool_calls: list[ToolCallOut] = Field(default_factory=list)
     steps: list[StepOut] = Field(
         default_factory=list, description="The plan's steps, on the message its plan began."
+    )
+    stop_reason: str | None = Field(
+        default=None,
+        description="Why a complete answer ended (its message_done's): end_turn, or why it "
+        "was cut short (max_tokens, max_model_turns, time_limit, turn_budget, max_tool_calls).",
     )
 
 

@@ -304,6 +304,7 @@ async def chat(
     done = next((e.data for e in reversed(events) if e.type == "done"), {})
     usage = next((e.data for e in events if e.type == "usage"), None)
     error = next((e.data for e in reversed(events) if e.type == "error"), None)
+    ended = next((e.data for e in reversed(events) if e.type == "message_done"), {})
     return ChatResponse(
         session_id=handle.session_id,
         turn_id=handle.turn_id,
@@ -314,6 +315,7 @@ async def chat(
         error=error,
         partial=bool(done.get("partial")),
         failed_steps=done.get("failed_steps", []),
+        stop_reason=ended.get("stop_reason"),
     )
 
 
@@ -422,6 +424,7 @@ def _message_out(message: MessageDetail) -> MessageOut:
             )
             for s in message.steps
         ],
+        stop_reason=message.stop_reason,
     )  # fmt: skip
 
 

@@ -39,14 +39,14 @@ from events import (
     TurnStatus,
     Usage,
 )
-from executors import PlanSuspended, StepShare, TurnScope, Writer, answer
+from executors import CutReason, PlanSuspended, StepShare, TurnScope, Writer, answer
 from planner import Plan, PlanOutcome
 from providers import Model, ModelError, StopReason
 from store import Store, StoredEvent
 from tools import ToolContext, UserRole
 from turn import _observe as observe
 from turn._appender import BatchingAppender
-from turn._execute import StepLimitError, execute_plan
+from turn._execute import EMPTY_ANSWER, StepLimitError, execute_plan
 from turn._forced import forced_plan
 from turn._metering import BudgetExceededError, TurnMeter
 from turn._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
@@ -413,10 +413,12 @@ async def _answer(job: _Job, ask: Ask) -> Ending:
         on_text=lambda text: out.add(TextDelta(delta=text)),
     )  # fmt: skip
     out.add(ContextBudget(role="merger", report=reply.budget.to_dict()))
+    if not reply.text.strip():  # an empty answer is never a completed turn
+        raise StepLimitError(EMPTY_ANSWER, "empty_answer")
     return _closing(job.turn, reply.stop_reason), "completed", ()
 
 
-def _closing(turn: Turn, stop_reason: StopReason | None) -> list[Event]:
+def _closing(turn: Turn, stop_reason: StopReason | CutReason | None) -> list[Event]:
     """``message_done`` for an answer that was written (none for a suspended turn)."""
     if stop_reason is None:
         return []

@@ -30,6 +30,7 @@ SLOW = (
     "squats, presses and rows, and finish with a slow walk."
 )
 PARTIAL = "There is no member mem_ghost, and the program list could not be read just now."
+CUT = "Three programs so far; I could not look any further."
 SCRIPT = f"""
 # (1) a simple answer
 - match: "opening hours tomorrow"
@@ -128,6 +129,16 @@ SCRIPT = f"""
   error: {{code: provider_overloaded, message: Overloaded}}
 - match: "Member mem_ghost does not exist"
   text: "{PARTIAL}"
+# (9) an answer cut short: the step's one tool call is used, so it is asked to wrap up
+- match: "Count the programs briefly"
+  text: >-
+    {{"strategy": "tool", "reasoning": "One lookup.", "steps": [{{"id": "s1",
+      "goal": "Count the programs for a brief", "tools": ["programs.list"],
+      "max_tool_calls": 1}}]}}
+- match: "Count the programs for a brief"
+  tool_calls: [{{id: toolu_count, name: programs_list, input: {{}}}}]
+- match: "Count the programs for a brief"
+  text: "{CUT}"
 # (7) a slow answer, to drop the connection in the middle of
 - match: "the long answer please"
   text: '{{"strategy": "simple", "reasoning": "Just talk."}}'
@@ -282,6 +293,17 @@ async def test_partial_answer(page: Page, bosun: Bosun) -> None:
     await expect(page.locator(".answer")).to_have_text(PARTIAL)
     await expect(page.locator(".note.partial")).to_have_text(
         "Partial answer: failed s2 (The model provider is overloaded: try again shortly.)"
+    )
+
+
+async def test_cut_short_answer(page: Page, bosun: Bosun) -> None:
+    await open_chat(page, bosun)
+    await send(page, "Count the programs briefly")
+    await turn_ends(page)
+
+    await expect(page.locator(".answer")).to_have_text(CUT)
+    await expect(page.locator(".note.cut-short")).to_have_text(
+        "Cut short: the step's limit of tool calls (max_tool_calls)."
     )
 
 
