@@ -90,15 +90,16 @@ class ProfileLimits(BaseModel):
 
 ROLES: tuple[str, ...] = get_args(UserRole)
 """The roles of a user in an org (``tools.UserRole``): owner, staff, member."""
-RoleList = Annotated[
-    list[Annotated[str, Field(min_length=1, max_length=40)]], Field(max_length=len(ROLES))
-]
+# The schema lists the roles; validation leaves an unknown one to the policy (422).
+_Role = Annotated[str, Field(min_length=1, max_length=40, json_schema_extra={"enum": [*ROLES]})]
+RoleList = Annotated[list[_Role], Field(max_length=len(ROLES))]
 
 
 class ProfileAccess(BaseModel):
-    """Who may act with the agent, by their role in the org. Roles are plain strings here
-    so that an unknown one is the policy's 422 ``unknown_role``, like other profile
-    problems, rather than a body validation error."""
+    """Who may act with the agent, by their role in the org (owner, staff, member)."""
+
+    # Roles are strings, not ``UserRole``: an unknown one is the policy's 422
+    # ``unknown_role``, like the other profile problems, not a body validation error.
 
     model_config = ConfigDict(extra="forbid")
 
