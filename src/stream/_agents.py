@@ -65,7 +65,8 @@ def require_chat(agent: Agent, principal: Principal) -> None:
         raise ApiError(
             403,
             "forbidden_role",
-            f"The agent {agent.handle!r} talks only to {roles}, not to a {principal.role}",
+            f"The agent {agent.handle!r} talks only to {roles} (your role: {principal.role}); "
+            "an owner or staff may change its access",
         )
 
 
@@ -79,7 +80,7 @@ def require_answer(agent: Agent, principal: Principal, *, session_user: str) -> 
             403,
             "forbidden_role",
             f"Only {roles} may answer the confirmations and picks of agent {agent.handle!r} "
-            f"(a member only in their own sessions), not this {principal.role}",
+            f"(a member only in their own sessions; your role: {principal.role})",
         )
 
 
