@@ -18,7 +18,7 @@ from bosun_demo import seed_demo, seed_id
 from bosun_demo._tables import WorkoutRow
 from conftest import Server, ServerFactory
 from helpers import stream_turn
-from providers import ScriptedModel
+from providers import FunctionModel, Reply, ScriptedModel, ToolCall
 from turn import TurnModels
 
 ORG = "acme"
@@ -296,3 +296,46 @@ async def test_a_profile_naming_an_unknown_role_is_422(make_server: ServerFactor
     assert made.status_code == 422 and made.json()["error"]["code"] == "unknown_role"
     assert "'admin'" in made.json()["error"]["message"]
     assert good.json()["access"] == {"chat": ["owner", "staff", "member"], "answer": ["owner"]}
+
+
+async def test_a_question_is_answered_as_chat_so_the_chat_roles_decide(
+    make_server: ServerFactory,
+) -> None:
+    """A question (``message_ask_user``) is answered by the user's next message: ``chat``
+    decides, on the native route and in an AG-UI ``resume`` alike."""
+    ask = {"question": "Which days?", "options": ["Mon", "Tue"]}
+    replies = iter([
+        Reply(tool_calls=(ToolCall(id="q1", name="message_ask_user", input=ask),)),
+        Reply(tool_calls=(ToolCall(id="n1", name="message_notify_user",
+                                   input={"message": "Booked for Monday."}),)),
+        Reply(tool_calls=(ToolCall(id="i1", name="agent_idle", input={"reason": "done"}),)),
+    ])  # fmt: skip
+    executor = FunctionModel(lambda _request: next(replies))
+    planner = FunctionModel(lambda _r: json.dumps({"strategy": "simple", "reasoning": "chat"}))
+    async with make_server(TurnModels(planner=planner, executor=executor)) as server:
+        body = {"handle": "trainer", "name": "Trainer", "tools": [], "loop": "forced_tools",
+                "access": {"chat": ["owner", "staff"]}}  # fmt: skip
+        made = await server.client.post("/v1/agents", json=body, headers=server.auth(role="owner"))
+        assert made.status_code == 201, made.text
+        start = {"threadId": "q", "runId": "r1", "forwardedProps": {"agent": "trainer"},
+                 "messages": [{"id": "m1", "role": "user", "content": "Book me in"}]}  # fmt: skip
+        first = await server.client.post("/v1/ag-ui", json=start, headers=server.auth(role="owner"))
+        session = first.headers["x-session-id"]
+        entry = {"interruptId": "q1", "status": "resolved", "payload": {"answer": "Monday"}}
+        resume = {"threadId": "q", "runId": "r2", "messages": [], "resume": [entry]}
+        member = server.auth(role="member")
+        calls = len(executor.calls)
+        refusals = [
+            await server.client.post("/v1/ag-ui", json=resume, headers=member),
+            await server.client.post(
+                "/v1/chat", json={"message": "Monday", "session_id": session}, headers=member
+            ),
+        ]
+        left = await status_of(server, session, "q1"), len(executor.calls) - calls
+        owner = await server.client.post(
+            "/v1/ag-ui", json=resume, headers=server.auth(role="owner")
+        )
+
+    assert all(refused(r) for r in refusals), [r.text for r in refusals]
+    assert left == ("pending", 0)
+    assert owner.status_code == 200 and "Booked for Monday." in owner.text
