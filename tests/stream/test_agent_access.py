@@ -339,3 +339,21 @@ async def test_a_question_is_answered_as_chat_so_the_chat_roles_decide(
     assert all(refused(r) for r in refusals), [r.text for r in refusals]
     assert left == ("pending", 0)
     assert owner.status_code == 200 and "Booked for Monday." in owner.text
+
+
+async def test_a_plan_dry_run_is_a_chat_with_the_default_agent(make_server: ServerFactory) -> None:
+    plan = json.dumps({"strategy": "simple", "reasoning": "chat"})
+    planner = ScriptedModel([{"match": "You are the planner", "text": plan}])
+    async with make_server(TurnModels(planner=planner, executor=ScriptedModel([]))) as server:
+        owner = server.auth(role="owner")
+        staff_only = {"name": "Default", "access": {"chat": ["owner", "staff"]}}
+        saved = await server.client.put("/v1/agents/default", json=staff_only, headers=owner)
+        member = await server.client.post(
+            "/v1/plan", json={"message": "hi"}, headers=server.auth(role="member")
+        )
+        calls = len(planner.calls)
+        planned = await server.client.post("/v1/plan", json={"message": "hi"}, headers=owner)
+
+    assert saved.status_code == 200, saved.text
+    assert refused(member) and calls == 0
+    assert planned.status_code == 200 and planned.json()["plan"]["strategy"] == "simple"
