@@ -57,8 +57,10 @@ from pydantic_core import PydanticCustomError
 
 from executors import PendingCall
 from fleet import HANDLE_PATTERN
-from store import StoredEvent
+from store import SessionRecord, StoredEvent
+from stream._agents import require_answer, require_chat, session_agent
 from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
+from stream._auth import Principal
 from stream._bounds import BLANKS, MESSAGE_PATTERN, THREAD_ID_PATTERN, MessageText
 from stream._errors import ApiError
 from stream._questions import Waiting, is_pending, waiting_turn
@@ -312,6 +314,7 @@ async def _resume(
         )
     answers = [(calls[e.interruptId], _answer(e, calls[e.interruptId])) for e in entries]
     assert waiting is not None  # there are open calls
+    await _may_resume(services, request.user, record, [a for _, a in answers])
     afters: list[int] = []
     turn_id = waiting.turn.id
     for call, answer in answers:  # questions last: answering them resumes the turn
@@ -326,6 +329,22 @@ async def _resume(
         afters.append(handle.after)
         turn_id = handle.turn_id
     return session_id, turn_id, min(afters)
+
+
+async def _may_resume(
+    services: Services,
+    principal: Principal,
+    record: SessionRecord,
+    answers: list[ConfirmIn | PickIn | str],
+) -> None:
+    """403 ``forbidden_role`` before any answer is recorded when the agent lets the
+    caller answer none of them: its confirmations and picks (``access.answer``) or its
+    questions, answered as a chat message (``access.chat``)."""
+    agent = await session_agent(services, principal.org_id, record.agent)
+    if any(not isinstance(a, str) for a in answers):
+        require_answer(agent, principal, session_user=record.user_id)
+    if any(isinstance(a, str) for a in answers):
+        require_chat(agent, principal)
 
 
 async def _open_calls(services: Services, waiting: Waiting | None) -> dict[str, PendingCall]:

@@ -16,7 +16,7 @@ from litestar.response import Stream
 from context import CallDetail, MessageDetail, answer_text, session_messages
 from fleet import DEFAULT_HANDLE, AgentSetup
 from store import IdempotencyClaim, SessionRecord, StoredEvent
-from stream._agents import agent_or_404
+from stream._agents import agent_or_404, require_chat
 from stream._api import (
     ArtifactRefOut,
     AuthedRequest,
@@ -94,13 +94,15 @@ async def _pick_agent(
     services: Services, principal: Principal, asked: str | None, session: SessionRecord | None
 ) -> AgentSetup:
     """The agent a chat talks to: the session's (a session keeps its agent), else the one
-    asked for, else the org's default. A paused agent takes no new turns."""
+    asked for, else the org's default. A role its profile does not talk to is refused,
+    then a paused agent takes no new turns: both before anything is stored or counted."""
     if session is not None and asked is not None and asked != (session.agent or DEFAULT_HANDLE):
         raise ApiError(
             409, "agent_mismatch", f"This session talks to {session.agent or DEFAULT_HANDLE!r}"
         )
     handle = session.agent if session is not None else asked
     agent = await agent_or_404(services, principal.org_id, handle)
+    require_chat(agent, principal)
     if agent.paused:
         raise ApiError(409, "agent_paused", agent.paused_message())
     return await services.agents.setup(agent, org_id=principal.org_id)

@@ -9,6 +9,7 @@ import { DONE_TEXT, drawDetail } from "./detail.js";
 export const ERROR_TEXT = {
   unauthorized: "Your token is missing, invalid or expired: sign in again.",
   forbidden: "Your role may not do this.",
+  forbidden_role: "This agent does not take that from your role: ask an owner or staff.",
   not_found: "Not found: it is gone, or not yours to see.",
   invalid_request: "The server could not accept that request.",
   payload_too_large: "That is too long to send.",
