@@ -60,6 +60,7 @@ from fleet import HANDLE_PATTERN
 from store import StoredEvent
 from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
 from stream._bounds import BLANKS, MESSAGE_PATTERN, THREAD_ID_PATTERN, MessageText
+from stream._client import MAX_NOTES_CHARS, ClientContextIn
 from stream._errors import ApiError
 from stream._questions import Waiting, is_pending, waiting_turn
 from stream._resolve import ConfirmIn, PickIn, _not_waiting, answer_call
@@ -163,7 +164,8 @@ class AgUiMessage(BaseModel):
 
 
 class AgUiProps(BaseModel):
-    """``forwardedProps``: Bosun reads ``agent`` and ``model`` and ignores the rest."""
+    """``forwardedProps``: Bosun reads ``agent``, ``model`` and ``context`` (a chat
+    request's client context) and ignores the rest."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -172,6 +174,9 @@ class AgUiProps(BaseModel):
     )
     model: str | None = Field(
         default=None, max_length=200, description="A model spec among the server's allowed ones."
+    )
+    context: ClientContextIn | None = Field(
+        default=None, description="The client context, as a chat request's `context`."
     )
 
 
@@ -187,8 +192,9 @@ class AgUiResume(BaseModel):
 
 class AgUiRunIn(ProtocolBody):
     """``RunAgentInput``: ``threadId``, ``runId``, ``messages`` (the newest user message is
-    read), ``forwardedProps`` (``agent``, ``model``) and ``resume``; ``tools``,
-    ``context`` and ``state`` are accepted and ignored (Bosun's tools are its own).
+    read), ``forwardedProps`` (``agent``, ``model``, ``context``), ``context`` (its
+    ``{description, value}`` entries join the client context's notes) and ``resume``;
+    ``tools`` and ``state`` are accepted and ignored (Bosun's tools are its own).
     ``tools`` is left undeclared: the OpenAPI states an agent profile's ``tools`` by that
     name, and the body's size and depth bound it as they bound every field."""
 
@@ -248,6 +254,26 @@ async def ag_ui_run(
     return Stream(_frames(services, run, after), media_type="text/event-stream", headers=headers)
 
 
+def agui_context(context: ClientContextIn | None, entries: list[Any]) -> ClientContextIn | None:
+    """``forwardedProps.context`` with AG-UI's own ``context`` entries (``{description,
+    value}``, what CopilotKit's readables send) added to its notes as ``description:
+    value`` lines, cut to the notes' bound; entries of another shape are ignored."""
+    lines = [
+        f"{entry['description']}: {entry['value']}"
+        for entry in entries
+        if isinstance(entry, dict)
+        and isinstance(entry.get("description"), str)
+        and isinstance(entry.get("value"), str)
+    ]
+    if not lines:
+        return context
+    base = context or ClientContextIn()
+    notes = "\n".join([*([base.notes] if base.notes else []), *lines])
+    if len(notes) > MAX_NOTES_CHARS:
+        notes = notes[: MAX_NOTES_CHARS - 1] + "…"
+    return base.model_copy(update={"notes": notes})
+
+
 async def _start(
     services: Services, request: AuthedRequest, data: AgUiRunIn, key: str | None
 ) -> tuple[str, str, int]:
@@ -258,7 +284,10 @@ async def _start(
     )
     if newest is not None and newest.role == "user":
         props = data.forwardedProps or AgUiProps()
-        options = {"agent": props.agent, "model": props.model, "idempotency_key": key}
+        options = {
+            "agent": props.agent, "model": props.model, "idempotency_key": key,
+            "context": agui_context(props.context, data.context),
+        }  # fmt: skip
         handle = await start_thread_turn(
             services, request, data.threadId, newest.text, options=options
         )
