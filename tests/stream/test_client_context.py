@@ -16,17 +16,21 @@ from sqlalchemy import select
 
 from bosun.settings import Settings
 from bosun.wiring import build_models
-from bosun_demo import seed_demo
+from bosun_demo import seed_demo, seed_id
 from bosun_demo._tables import MemberRow
-from conftest import DEMO, JWT_SECRET, OPEN_EGRESS, Server
-from helpers import stream_turn
-from providers import ToolCall
+from conftest import DEMO, JWT_SECRET, OPEN_EGRESS, Server, ServerFactory
+from context import ClientContext, Entity, TokenCounter, fit_client
+from helpers import stream_post, stream_turn
+from providers import ScriptedModel, ToolCall
 from providers._fake_anthropic import SSE_HEADERS
 from providers._fake_server import Exchange
 from providers.fake import FakeProvider, FakeServer, anthropic_reply
 from store._models import TurnRow
+from stream._client import accept_language
+from turn import TurnModels
 
 ORG = "acme"
+ENGINE = seed_id(ORG, "wo", 4)  # "Engine builder"
 MODEL = "claude-haiku-4-5"
 NOTE = "NOTE-MARKER-27"
 HEBREW = "Reply in Hebrew (he) unless the user switches language."
@@ -296,3 +300,57 @@ async def test_bad_context_is_a_400_naming_the_field(
     error = response.json()["error"]
     assert error["code"] == "invalid_request" and names in error["message"], error
     assert provider.provider.requests == []  # refused before any model call
+
+
+async def test_a_resumed_turn_keeps_its_context_and_locale(make_server: ServerFactory) -> None:
+    delete = "Delete the Engine builder workout"
+    plan = {"strategy": "tool", "reasoning": "one write",
+            "steps": [{"id": "s1", "goal": delete, "tools": ["workouts.delete"]}]}  # fmt: skip
+    model = ScriptedModel(
+        [
+            {"match": "You are the planner", "text": json.dumps(plan)},
+            {"match": delete, "tool_calls": [
+                {"id": "t_del", "name": "workouts_delete", "input": {"workout_id": ENGINE}}]},
+            {"match": delete, "text": "נמחק."},
+        ]
+    )  # fmt: skip
+    async with make_server(TurnModels(planner=model, executor=model)) as server:
+        await seed_demo(server.store, ORG)
+        owner = server.auth(org=ORG, role="owner")
+        body = {"message": "delete it", "context": {"page": "/workouts", "notes": NOTE}}
+        first = await stream_turn(server.client, body, {**owner, "x-locale": "he"})
+        session = first[0].data["session_id"]
+        assert first[-1].data["status"] == "suspended"
+        path = f"/v1/sessions/{session}/confirm/t_del"
+        resumed = await stream_post(server.client, path, {"approved": True}, owner)
+
+    assert resumed[-1].data["status"] == "completed"
+    model.assert_complete()
+    after = model.calls[-1]  # the resumed executor's request, rebuilt from the job
+    text = "\n".join(m.text for m in after.messages)
+    assert NOTE in text and 'page="/workouts"' in text and HEBREW in text
+
+
+def test_accept_language_takes_the_heaviest_valid_tag() -> None:
+    assert accept_language("en-US,en;q=0.9,he;q=0.8") == "en-US"
+    assert accept_language("fr;q=0.2, he-IL;q=0.7, *;q=0.9") == "he-IL"  # * is no language
+    assert accept_language("de;q=0, x_y, ru;q=bad, pt-BR;q=0.3") == "pt-BR"
+    assert accept_language("de;q=0") is None and accept_language("") is None
+
+
+def test_the_block_cuts_the_notes_first_and_escapes_values() -> None:
+    client = ClientContext(
+        page='/a"b<c>', entity=Entity(type="member", id="m&1"), notes="word " * 2_000,
+        locale="ru",
+    )  # fmt: skip
+    counter = TokenCounter(MODEL)
+
+    fill = fit_client(client, 120, reply=True, counter=counter)
+
+    assert fill is not None and fill.used <= 120 and fill.cuts
+    assert fill.text.startswith("Reply in Russian (ru) unless the user switches language.")
+    assert 'page="/a&quot;b&lt;c&gt;" entity_type="member" entity_id="m&amp;1"' in fill.text
+    assert [c.section for c in fill.cuts] == ["client"]
+    silent = fit_client(client, 600, reply=False, counter=counter)
+    assert silent is not None and "Reply in" not in silent.text
+    assert fit_client(ClientContext(locale="he"), reply=False, counter=counter) is None
