@@ -168,6 +168,9 @@ class PlanRequest(RequestBody):
     session_id: str | None = Field(
         default=None, pattern=UUID_PATTERN, description="Plan in this session's context."
     )
+    context: ClientContextIn | None = Field(
+        default=None, description="The client context, as a chat request's: the planner sees it."
+    )
 
 
 class ChatResponse(BaseModel):

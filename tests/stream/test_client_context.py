@@ -21,7 +21,7 @@ from bosun_demo._tables import MemberRow
 from conftest import DEMO, JWT_SECRET, OPEN_EGRESS, Server, ServerFactory
 from context import ClientContext, Entity, TokenCounter, fit_client
 from helpers import stream_post, stream_turn
-from providers import ScriptedModel, ToolCall
+from providers import FunctionModel, ScriptedModel, ToolCall
 from providers._fake_anthropic import SSE_HEADERS
 from providers._fake_server import Exchange
 from providers.fake import FakeProvider, FakeServer, anthropic_reply
@@ -354,3 +354,20 @@ def test_the_block_cuts_the_notes_first_and_escapes_values() -> None:
     silent = fit_client(client, 600, reply=False, counter=counter)
     assert silent is not None and "Reply in" not in silent.text
     assert fit_client(ClientContext(locale="he"), reply=False, counter=counter) is None
+
+
+async def test_a_dry_run_plans_with_the_client_context(make_server: ServerFactory) -> None:
+    plan = json.dumps({"strategy": "simple", "reasoning": "chat"})
+    planner = FunctionModel(lambda _request: plan)
+    async with make_server(TurnModels(planner=planner, executor=planner)) as server:
+        context = {"entity": {"type": "member", "id": "mem_9"}, "notes": NOTE}
+        response = await server.client.post(
+            "/v1/plan", json={"message": "this one?", "context": context}, headers=server.auth()
+        )
+
+    assert response.status_code == 200, response.text
+    [request] = planner.calls
+    text = "\n".join(m.text for m in request.messages)
+    assert 'entity_type="member" entity_id="mem_9"' in text and NOTE in text
+    sections = {s["name"] for s in response.json()["budget"]["planner"]["sections"]}
+    assert "client" in sections
