@@ -30,7 +30,7 @@ from stream._client import (
     ENTITY_ID_PATTERN,
     ENTITY_TYPE_PATTERN,
     ClientContextIn,
-    FocusValue,
+    ProjectFocus,
     merged_context,
 )
 from stream._deliveries import DeliveryLimits
@@ -153,12 +153,13 @@ class ChatRequest(RequestBody):
     entity_id: str | None = Field(
         default=None, pattern=ENTITY_ID_PATTERN, description="BuildOS: as context.entity_id."
     )
-    project_focus: str | dict[str, FocusValue] | None = Field(
+    project_focus: ProjectFocus | None = Field(
         default=None, description="BuildOS: as context.project_focus."
     )
 
     def client_context(self) -> ClientContextIn | None:
-        """``context`` with BuildOS's top-level fields moved in (400 if sent twice)."""
+        """``context`` with BuildOS's top-level fields moved in, checked (422
+        ``invalid_context`` for fields that contradict each other or are sent twice)."""
         top = {name: getattr(self, name) for name in BUILDOS_FIELDS}
         return merged_context(self.context, top)
 

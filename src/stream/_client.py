@@ -4,17 +4,17 @@
 ``focus``, free ``notes`` and a ``locale``; BuildOS's ``context_type``, ``entity_id`` and
 ``project_focus`` are accepted too (inside ``context`` or at the body's top level) and
 mapped onto it (docs/api.md). The locale comes from ``context.locale``, else the
-``x-locale`` header, else the first ``Accept-Language`` tag by weight. Every refusal is a
-400 ``invalid_request`` naming the field.
+``x-locale`` header, else the first ``Accept-Language`` tag by weight. What the OpenAPI
+states is refused with a 400 ``invalid_request`` naming the field; fields that contradict
+each other (which no JSON Schema states) with a 422 ``invalid_context``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Self
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field
 
 from context import ClientContext, Entity
 from stream._bounds import TEXT_PATTERN
@@ -42,7 +42,13 @@ class EntityIn(BaseModel):
     id: str = Field(pattern=ENTITY_ID_PATTERN, description="The entity's id in the app.")
 
 
-FocusValue = str | int | float | bool | None
+FocusValue = Annotated[str, Field(max_length=200, pattern=TEXT_PATTERN)] | int | float | bool | None
+FocusKey = Annotated[str, Field(max_length=40, pattern=TEXT_PATTERN)]
+ProjectFocus = (
+    Annotated[str, Field(max_length=MAX_FOCUS_CHARS, pattern=TEXT_PATTERN)]
+    | Annotated[dict[FocusKey, FocusValue], Field(max_length=MAX_FOCUS_KEYS)]
+)
+"""BuildOS's ``project_focus``: text, or an object of up to 8 short scalar fields."""
 
 
 class ClientContextIn(BaseModel):
@@ -76,29 +82,20 @@ class ClientContextIn(BaseModel):
         default=None, pattern=ENTITY_ID_PATTERN,
         description="BuildOS: the id of the entity of type context_type.",
     )  # fmt: skip
-    project_focus: str | dict[str, FocusValue] | None = Field(
+    project_focus: ProjectFocus | None = Field(
         default=None, description="BuildOS: the focus (text, or an object of a few fields)."
     )
 
-    @model_validator(mode="after")
-    def _buildos(self) -> Self:
-        """Check BuildOS's fields against the shape they map onto (``to_client``): one sent
-        with the field it maps to is a conflict the client must resolve."""
-        if self.entity_id is not None:
-            if self.context_type is None:
-                raise _error("entity_id needs context_type (the entity's type); send both")
-            if self.entity is not None:
-                raise _error("send entity or entity_id, not both")
+    def conflict(self) -> str | None:
+        """What is wrong with BuildOS's fields against the shape they map onto
+        (``to_client``), which a JSON Schema cannot state: ``None`` when nothing is."""
+        if self.entity_id is not None and self.context_type is None:
+            return "context.entity_id needs context.context_type (the entity's type); send both"
+        if self.entity_id is not None and self.entity is not None:
+            return "send context.entity or context.entity_id, not both"
         if self.project_focus is not None and self.focus is not None:
-            raise _error("send focus or project_focus, not both")
-        focus = self.project_focus
-        keys = len(focus) if isinstance(focus, dict) else 0
-        if keys > MAX_FOCUS_KEYS or len(_focus_text(focus) or "") > MAX_FOCUS_CHARS:
-            raise _error(
-                f"project_focus holds at most {MAX_FOCUS_KEYS} fields and "
-                f"{MAX_FOCUS_CHARS} characters in all; send less"
-            )
-        return self
+            return "send context.focus or context.project_focus, not both"
+        return None
 
     def to_client(self, locale: str | None) -> ClientContext:
         """The turn's client context, with the ``locale`` the request resolved to."""
@@ -116,11 +113,7 @@ class ClientContextIn(BaseModel):
         )
 
 
-def _error(message: str) -> PydanticCustomError:
-    return PydanticCustomError("client_context", message)
-
-
-def _focus_text(focus: str | dict[str, FocusValue] | None) -> str | None:
+def _focus_text(focus: str | dict[str, Any] | None) -> str | None:
     """BuildOS's ``project_focus`` as a line of text: a string as it is, an object as
     ``key: value`` pairs (bounded by the validator)."""
     if focus is None or isinstance(focus, str):
@@ -134,19 +127,25 @@ BUILDOS_FIELDS = ("context_type", "entity_id", "project_focus")
 
 
 def merged_context(context: ClientContextIn | None, top: dict[str, Any]) -> ClientContextIn | None:
-    """``context`` with BuildOS's top-level fields (``top``, those set) moved in; one sent
-    in both places is a 400."""
+    """``context`` with BuildOS's top-level fields (``top``, those set) moved in, checked
+    (``checked_context``); one sent in both places is a 422 ``invalid_context``."""
     given = {k: v for k, v in top.items() if v is not None}
     if not given:
-        return context
+        return checked_context(context)
     inner = context.model_dump(exclude_none=True) if context is not None else {}
     both = sorted(set(given) & set(inner))
     if both:
-        raise ApiError(
-            400, "invalid_request",
-            f"{', '.join(both)} sent at the top level and in context; send it once",
-        )  # fmt: skip
-    return ClientContextIn.model_validate({**inner, **given})
+        message = f"{', '.join(both)} sent at the top level and in context; send it once"
+        raise ApiError(422, "invalid_context", message)
+    return checked_context(ClientContextIn.model_validate({**inner, **given}))
+
+
+def checked_context(context: ClientContextIn | None) -> ClientContextIn | None:
+    """``context``, or a 422 ``invalid_context`` when its fields contradict each other."""
+    problem = None if context is None else context.conflict()
+    if problem is not None:
+        raise ApiError(422, "invalid_context", problem)
+    return context
 
 
 def accept_language(header: str) -> str | None:

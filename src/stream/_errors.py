@@ -55,6 +55,7 @@ ErrorCode = Literal[
     "unknown_tool",
     "unknown_source",
     "model_not_allowed",
+    "invalid_context",
     "invalid_webhook_url",
     "invalid_webhook_secret",
     "webhook_limit",
