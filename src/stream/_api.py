@@ -158,8 +158,7 @@ class ChatRequest(RequestBody):
     )
 
     def client_context(self) -> ClientContextIn | None:
-        """``context`` with BuildOS's top-level fields moved in, checked (422
-        ``invalid_context`` for fields that contradict each other or are sent twice)."""
+        """``context`` with BuildOS's top-level fields moved in (``context`` wins a tie)."""
         top = {name: getattr(self, name) for name in BUILDOS_FIELDS}
         return merged_context(self.context, top)
 

@@ -4,9 +4,9 @@
 ``focus``, free ``notes`` and a ``locale``; BuildOS's ``context_type``, ``entity_id`` and
 ``project_focus`` are accepted too (inside ``context`` or at the body's top level) and
 mapped onto it (docs/api.md). The locale comes from ``context.locale``, else the
-``x-locale`` header, else the first ``Accept-Language`` tag by weight. What the OpenAPI
-states is refused with a 400 ``invalid_request`` naming the field; fields that contradict
-each other (which no JSON Schema states) with a 422 ``invalid_context``.
+``x-locale`` header, else the first ``Accept-Language`` tag by weight. A bound broken is
+a 400 ``invalid_request`` naming the field (the OpenAPI states every one); no two fields
+can contradict each other, as each pair has a documented precedence.
 """
 
 from __future__ import annotations
@@ -86,24 +86,16 @@ class ClientContextIn(BaseModel):
         default=None, description="BuildOS: the focus (text, or an object of a few fields)."
     )
 
-    def conflict(self) -> str | None:
-        """What is wrong with BuildOS's fields against the shape they map onto
-        (``to_client``), which a JSON Schema cannot state: ``None`` when nothing is."""
-        if self.entity_id is not None and self.context_type is None:
-            return "context.entity_id needs context.context_type (the entity's type); send both"
-        if self.entity_id is not None and self.entity is not None:
-            return "send context.entity or context.entity_id, not both"
-        if self.project_focus is not None and self.focus is not None:
-            return "send context.focus or context.project_focus, not both"
-        return None
-
     def to_client(self, locale: str | None) -> ClientContext:
-        """The turn's client context, with the ``locale`` the request resolved to."""
+        """The turn's client context, with the ``locale`` the request resolved to. Bosun's
+        own fields take precedence over BuildOS's (``entity`` over ``entity_id``, ``page``
+        over ``context_type``, ``focus`` over ``project_focus``); an ``entity_id`` without
+        a ``context_type`` names a project, as in BuildOS."""
         entity = None
         if self.entity is not None:
             entity = Entity(type=self.entity.type, id=self.entity.id)
-        elif self.entity_id is not None and self.context_type is not None:
-            entity = Entity(type=self.context_type, id=self.entity_id)
+        elif self.entity_id is not None:
+            entity = Entity(type=self.context_type or BUILDOS_ENTITY, id=self.entity_id)
         return ClientContext(
             page=self.page or self.context_type,
             entity=entity,
@@ -122,30 +114,20 @@ def _focus_text(focus: str | dict[str, Any] | None) -> str | None:
     return pairs or None
 
 
+BUILDOS_ENTITY = "project"
+"""The entity type of BuildOS's ``entity_id`` sent without a ``context_type``."""
 BUILDOS_FIELDS = ("context_type", "entity_id", "project_focus")
 """BuildOS's client context fields, also accepted at a chat body's top level."""
 
 
 def merged_context(context: ClientContextIn | None, top: dict[str, Any]) -> ClientContextIn | None:
-    """``context`` with BuildOS's top-level fields (``top``, those set) moved in, checked
-    (``checked_context``); one sent in both places is a 422 ``invalid_context``."""
+    """``context`` with BuildOS's top-level fields (``top``, those set) moved in; a field
+    ``context`` sets too keeps the value ``context`` gives it."""
     given = {k: v for k, v in top.items() if v is not None}
     if not given:
-        return checked_context(context)
+        return context
     inner = context.model_dump(exclude_none=True) if context is not None else {}
-    both = sorted(set(given) & set(inner))
-    if both:
-        message = f"{', '.join(both)} sent at the top level and in context; send it once"
-        raise ApiError(422, "invalid_context", message)
-    return checked_context(ClientContextIn.model_validate({**inner, **given}))
-
-
-def checked_context(context: ClientContextIn | None) -> ClientContextIn | None:
-    """``context``, or a 422 ``invalid_context`` when its fields contradict each other."""
-    problem = None if context is None else context.conflict()
-    if problem is not None:
-        raise ApiError(422, "invalid_context", problem)
-    return context
+    return ClientContextIn.model_validate({**given, **inner})
 
 
 def accept_language(header: str) -> str | None:

@@ -55,7 +55,6 @@ ErrorCode = Literal[
     "unknown_tool",
     "unknown_source",
     "model_not_allowed",
-    "invalid_context",
     "invalid_webhook_url",
     "invalid_webhook_secret",
     "webhook_limit",

@@ -17,7 +17,6 @@ from store import StoredEvent
 from stream._api import AuthedRequest, PlanRequest, Services, ServicesDep
 from stream._auth import Principal
 from stream._bounds import check_message_length
-from stream._client import checked_context
 from stream._errors import ApiError, provider_error
 from stream._limits import enforce_rate_limits
 from stream._routes import session_for
@@ -75,5 +74,5 @@ async def _dry_run(
         merger_model=(models.answer or models.planner).name,
         history=compact_messages(history(events).messages),
         loaded=loads_from_log(events),
-        client=client.to_client(None) if (client := checked_context(data.context)) else None,
+        client=data.context.to_client(None) if data.context is not None else None,
     )

@@ -42,7 +42,6 @@ PLANS: dict[str, dict[str, Any]] = {
         {"id": "s1", **STEP}, {"id": "s2", **STEP, "goal": "List the programs"},
     ]},
 }  # fmt: skip
-ENTITY_A = {"type": "a", "id": "1"}
 FORCED_AGENT = {"handle": "coach", "name": "Coach", "tools": ["members.get"],
                 "loop": "forced_tools"}  # fmt: skip
 
@@ -269,6 +268,26 @@ async def test_buildos_fields_map_onto_the_context(served: Server, provider: Fak
 
 
 @pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"entity_id": "p1"}, '<client_context entity_type="project" entity_id="p1"/>'),
+        ({"context_type": "top", "context": {"context_type": "inner"}}, 'page="inner"'),
+        ({"context": {"entity": {"type": "member", "id": "m1"}, "entity_id": "p1"}},
+         'entity_type="member" entity_id="m1"'),
+        ({"context": {"focus": "f", "project_focus": "pf"}}, 'focus="f"'),
+        ({"context": {"page": "/x", "context_type": "calendar"}}, 'page="/x"'),
+    ],
+)  # fmt: skip
+async def test_bosun_fields_win_over_buildos_ones_and_context_over_the_top_level(
+    served: Server, provider: FakeServer, body: dict[str, Any], expected: str
+) -> None:
+    await chat(served, {"message": "[simple] hi", **body})
+
+    planner = next(b for b in bodies(provider) if role_of(b) == "planner")
+    assert expected in last_user_text(planner)
+
+
+@pytest.mark.parametrize(
     ("body", "headers", "names"),
     [
         ({"context": {"where": "x"}}, {}, "context.where"),
@@ -280,13 +299,9 @@ async def test_buildos_fields_map_onto_the_context(served: Server, provider: Fak
         ({"context": {"project_focus": {f"k{i}": "v" for i in range(9)}}}, {}, "project_focus"),
         ({"context": {"project_focus": {"k": "v" * 201}}}, {}, "project_focus"),
         ({}, {"x-locale": "he_IL!"}, "x-locale must be a language tag"),
-        ({"context": {"entity_id": "m1"}}, {}, "entity_id needs context.context_type"),
-        ({"context": {"focus": "a", "project_focus": "b"}}, {}, "not both"),
-        ({"context": {"entity": ENTITY_A, "entity_id": "1", "context_type": "a"}}, {}, "not both"),
-        ({"context": {"context_type": "member"}, "context_type": "x"}, {}, "send it once"),
     ],
 )
-async def test_bad_context_is_refused_naming_the_field(
+async def test_bad_context_is_a_400_naming_the_field(
     served: Server,
     provider: FakeServer,
     body: dict[str, Any],
@@ -299,12 +314,9 @@ async def test_bad_context_is_refused_naming_the_field(
         headers={**served.auth(org=ORG, role="owner"), **headers},
     )
 
-    # what the OpenAPI states is a 400; what contradicts itself (no schema says it) a 422
-    conflict = "both" in names or "once" in names or "needs" in names
-    assert response.status_code == (422 if conflict else 400), response.text
+    assert response.status_code == 400, response.text
     error = response.json()["error"]
-    assert error["code"] == ("invalid_context" if conflict else "invalid_request"), error
-    assert names in error["message"], error
+    assert error["code"] == "invalid_request" and names in error["message"], error
     assert provider.provider.requests == []  # refused before any model call
 
 
