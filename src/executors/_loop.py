@@ -127,6 +127,8 @@ def _fresh_state(
             instructions=FORCED_PROMPT if kit.forced else EXECUTOR_PROMPT,
             caller=caller,
             user_data=user_data,
+            client=kit.client,
+            to_user=kit.to_user,
         ),
         knowledge=kit.knowledge,
         history=_history(kit),

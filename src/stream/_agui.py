@@ -62,6 +62,7 @@ from stream._agents import require_answer, require_chat, session_agent
 from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
 from stream._auth import Principal
 from stream._bounds import BLANKS, MESSAGE_PATTERN, THREAD_ID_PATTERN, MessageText
+from stream._client import MAX_NOTES_CHARS, ClientContextIn
 from stream._errors import ApiError
 from stream._questions import Waiting, is_pending, waiting_turn
 from stream._resolve import ConfirmIn, PickIn, _not_waiting, answer_call
@@ -165,8 +166,9 @@ class AgUiMessage(BaseModel):
 
 
 class AgUiProps(BaseModel):
-    """``forwardedProps``: Bosun reads ``agent``, ``model`` and ``planner_model`` (as
-    ``POST /v1/chat`` does) and ignores the rest."""
+    """``forwardedProps``: Bosun reads ``agent``, ``model``, ``planner_model`` (as
+    ``POST /v1/chat`` does) and ``context`` (a chat request's client context), and ignores
+    the rest."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -185,6 +187,9 @@ class AgUiProps(BaseModel):
         description="The planner's model: a spec among the server's allowed ones (else 422 "
         "model_not_allowed); omit to keep the planner's own.",
     )
+    context: ClientContextIn | None = Field(
+        default=None, description="The client context, as a chat request's `context`."
+    )
 
 
 class AgUiResume(BaseModel):
@@ -199,8 +204,9 @@ class AgUiResume(BaseModel):
 
 class AgUiRunIn(ProtocolBody):
     """``RunAgentInput``: ``threadId``, ``runId``, ``messages`` (the newest user message is
-    read), ``forwardedProps`` (``agent``, ``model``) and ``resume``; ``tools``,
-    ``context`` and ``state`` are accepted and ignored (Bosun's tools are its own).
+    read), ``forwardedProps`` (``agent``, ``model``, ``context``), ``context`` (its
+    ``{description, value}`` entries join the client context's notes) and ``resume``;
+    ``tools`` and ``state`` are accepted and ignored (Bosun's tools are its own).
     ``tools`` is left undeclared: the OpenAPI states an agent profile's ``tools`` by that
     name, and the body's size and depth bound it as they bound every field."""
 
@@ -260,6 +266,26 @@ async def ag_ui_run(
     return Stream(_frames(services, run, after), media_type="text/event-stream", headers=headers)
 
 
+def agui_context(context: ClientContextIn | None, entries: list[Any]) -> ClientContextIn | None:
+    """``forwardedProps.context`` with AG-UI's own ``context`` entries (``{description,
+    value}``, what CopilotKit's readables send) added to its notes as ``description:
+    value`` lines, cut to the notes' bound; entries of another shape are ignored."""
+    lines = [
+        f"{entry['description']}: {entry['value']}"
+        for entry in entries
+        if isinstance(entry, dict)
+        and isinstance(entry.get("description"), str)
+        and isinstance(entry.get("value"), str)
+    ]
+    if not lines:
+        return context
+    base = context or ClientContextIn()
+    notes = "\n".join([*([base.notes] if base.notes else []), *lines])
+    if len(notes) > MAX_NOTES_CHARS:
+        notes = notes[: MAX_NOTES_CHARS - 1] + "…"
+    return base.model_copy(update={"notes": notes})
+
+
 async def _start(
     services: Services, request: AuthedRequest, data: AgUiRunIn, key: str | None
 ) -> tuple[str, str, int]:
@@ -273,6 +299,7 @@ async def _start(
         options = {
             "agent": props.agent, "model": props.model,
             "planner_model": props.planner_model, "idempotency_key": key,
+            "context": agui_context(props.context, data.context),
         }  # fmt: skip
         handle = await start_thread_turn(
             services, request, data.threadId, newest.text, options=options

@@ -25,6 +25,14 @@ from fleet import (
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import MAX_CONTEXT_KEYS, UUID_PATTERN, MessageText
+from stream._client import (
+    BUILDOS_FIELDS,
+    ENTITY_ID_PATTERN,
+    ENTITY_TYPE_PATTERN,
+    ClientContextIn,
+    ProjectFocus,
+    merged_context,
+)
 from stream._deliveries import DeliveryLimits
 from tools import McpPool, OpenApiProvider  # at run time: Litestar reads Services' fields
 from turn import ModelResolver, TurnKit, TurnRunner
@@ -125,8 +133,10 @@ class ChatRequest(RequestBody):
     session_id: str | None = Field(
         default=None, pattern=UUID_PATTERN, description="Continue this session; omit to start one."
     )
-    context: dict[str, Any] | None = Field(
-        default=None, max_length=64, description="Client context (unused yet)."
+    context: ClientContextIn | None = Field(
+        default=None,
+        description="Where the user is (page, entity, focus, notes) and their locale: every "
+        "role's prompt carries it, and sources bound to the entity's type load it.",
     )
     model: str | None = Field(
         default=None,
@@ -147,12 +157,29 @@ class ChatRequest(RequestBody):
         description="The agent to talk to (its handle); omit for the org's default. A "
         "session keeps the agent it started with.",
     )
+    context_type: str | None = Field(
+        default=None, pattern=ENTITY_TYPE_PATTERN, description="BuildOS: as context.context_type."
+    )
+    entity_id: str | None = Field(
+        default=None, pattern=ENTITY_ID_PATTERN, description="BuildOS: as context.entity_id."
+    )
+    project_focus: ProjectFocus | None = Field(
+        default=None, description="BuildOS: as context.project_focus."
+    )
+
+    def client_context(self) -> ClientContextIn | None:
+        """``context`` with BuildOS's top-level fields moved in (``context`` wins a tie)."""
+        top = {name: getattr(self, name) for name in BUILDOS_FIELDS}
+        return merged_context(self.context, top)
 
 
 class PlanRequest(RequestBody):
     message: MessageText = Field(description="The message to plan, as a user would send it.")
     session_id: str | None = Field(
         default=None, pattern=UUID_PATTERN, description="Plan in this session's context."
+    )
+    context: ClientContextIn | None = Field(
+        default=None, description="The client context, as a chat request's: the planner sees it."
     )
 
 

@@ -80,4 +80,5 @@ async def _dry_run(
         merger_model=(models.answer or models.planner).name,
         history=compact_messages(history(events).messages),
         loaded=loads_from_log(events),
+        client=data.context.to_client(None) if data.context is not None else None,
     )

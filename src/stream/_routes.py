@@ -13,7 +13,7 @@ from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
-from context import CallDetail, MessageDetail, answer_text, session_messages
+from context import CallDetail, ClientContext, MessageDetail, answer_text, session_messages
 from fleet import DEFAULT_HANDLE, AgentSetup
 from store import IdempotencyClaim, SessionRecord, StoredEvent
 from stream._agents import agent_or_404, require_chat
@@ -38,6 +38,7 @@ from stream._api import (
 )
 from stream._auth import Principal
 from stream._bounds import check_message_length, event_cursor, int_query, utc_instant
+from stream._client import request_locale
 from stream._errors import ApiError, trace_id_of
 from stream._limits import enforce_rate_limits
 from stream._questions import answer_questions
@@ -129,6 +130,7 @@ async def start_turn(
         session = await session_for(services, principal, body.session_id)
     setup = await _pick_agent(services, principal, body.agent, session)
     models = await _pick_models(services, principal.org_id, body, setup)
+    client = client_of(request, body)
     session_id = session.id if session is not None else None
     claim = None
     if key is not None:
@@ -148,7 +150,7 @@ async def start_turn(
             handle = await _open_turn(
                 services, principal, body.message, (session_id, new_session_id),
                 (setup, models, (body.model, body.planner_model)),
-                trace_id=trace_id_of(request),
+                trace_id=trace_id_of(request), client=client,
             )  # fmt: skip
     except BaseException:
         if claim is not None:  # no turn started: a retry may claim the key again
@@ -193,11 +195,12 @@ async def _open_turn(
     chosen: tuple[AgentSetup, TurnRoleModels, tuple[str | None, str | None]],
     *,
     trace_id: str,
+    client: ClientContext | None = None,
 ) -> TurnHandle:
     """Start a turn in the session (``session``: its id, or none yet and the id to give
     the new one, if chosen) with the agent, models and the model specs the request picked
-    (answering roles', planner's) ``chosen``; the job records those specs, so a resume or a
-    takeover runs with the same choice."""
+    (answering roles', planner's) ``chosen``, and the request's ``client`` context; the job
+    records those, so a resume or a takeover runs with the same choice."""
     setup, models, (model_spec, planner_spec) = chosen
     agent = setup.agent
     session_id, new_id = session
@@ -222,7 +225,19 @@ async def _open_turn(
         trace_id=trace_id,
         model_spec=model_spec,
         planner_spec=planner_spec,
+        client=client,
     )
+
+
+def client_of(request: AuthedRequest, body: ChatRequest) -> ClientContext | None:
+    """The request's client context and locale (``context.locale``, ``x-locale``, then
+    ``Accept-Language``); ``None`` when it has neither."""
+    context = body.client_context()
+    headers = request.headers
+    locale = request_locale(context, headers.get("x-locale"), headers.get("accept-language"))
+    if context is None:
+        return ClientContext(locale=locale) if locale else None
+    return context.to_client(locale)
 
 
 def _check_key(key: str) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
-from context import Item, SourceScope, knowledge_items
+from context import ClientContext, Item, SourceScope, knowledge_items
 from events import FailedStep, TurnStatus
 from executors import (
     CutReason,
@@ -100,7 +100,7 @@ async def execute_plan(
         [result] = outcome.results
         return Executed(status="completed", stop_reason=streamed_answer(result), failed=failed)
     merged = await merge(
-        plan, outcome.results, writer=_writer(kit, crew, scope), user_text=ask.text,
+        plan, outcome.results, writer=_writer(kit, crew, scope, ask.client), user_text=ask.text,
         view=ask.view, emit=emit, knowledge=ask.knowledge,
     )  # fmt: skip
     if not merged.text.strip():
@@ -147,16 +147,20 @@ def _executor_kit(
         steps=None if kit.max_steps is None else StepCounter(kit.max_steps),
         loop=kit.loop,
         history=ask.view if continues else None,
+        client=ask.client,
+        to_user=continues,  # its text is the answer the user reads
         user_data=kit.user_data_for(kit.budgets.executor, source_scope(scope), counter),
         knowledge=tuple(knowledge_items(ask.knowledge)),
     )
 
 
-def _writer(kit: TurnKit, crew: Crew, scope: TurnScope) -> Writer:
+def _writer(
+    kit: TurnKit, crew: Crew, scope: TurnScope, client: ClientContext | None = None
+) -> Writer:
     """Who writes a ``complex`` plan's answer from its steps' results."""
     return Writer(
         model=crew.merger, counter=kit.counter(crew.merger), budget=kit.budgets.merger,
-        identity=kit.identity, caller=scope.caller,
+        identity=kit.identity, caller=scope.caller, client=client,
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from context import ClientContext
 from events import Done, Error, SessionStarted, TurnStatus, Usage, UserMessage
 from executors import PlanSuspended
 from planner import Plan
@@ -98,15 +99,20 @@ def _job(
     model_spec: str | None,
     agent: tuple[str, int] | None = None,
     planner_spec: str | None = None,
+    client: ClientContext | None = None,
 ) -> dict[str, Any]:
     """What another worker needs to run a turn (recorded on its row): who, which models the
     request picked (``model`` for the answering roles, ``planner_model`` when it named the
-    planner's), and which version of which agent (none: the server's own kit)."""
+    planner's), which version of which agent (none: the server's own kit) and the request's
+    client context (where the user was, their locale), so a resume or takeover sees the
+    same."""
     job: dict[str, Any] = {"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec}
     if planner_spec is not None:
         job["planner_model"] = planner_spec
     if agent is not None:
         job["agent"], job["agent_version"] = agent
+    if client is not None and not client.empty:
+        job["client"] = client.to_job()
     return job
 
 
@@ -169,16 +175,17 @@ class TurnRunner:
         agent: tuple[str, int] | None = None,
         turn_id: str | None = None,
         background: bool = False,
+        client: ClientContext | None = None,
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row says enough for another worker to take it over
         (``model_spec``, ``planner_spec``: the models the request picked for the answering
         roles and the planner, if any; ``agent``: the handle and
         version of the agent whose ``kit`` it runs with; ``turn_id``: an id the caller
-        chose, e.g. a claimed background run's)."""
+        chose, e.g. a claimed background run's; ``client``: the request's client context)."""
         await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
-        job = _job(org_id, user_id, role, model_spec, agent, planner_spec)
+        job = _job(org_id, user_id, role, model_spec, agent, planner_spec, client)
         if background:  # a run: a resume or takeover sets it up as one (approvals defer)
             job["trigger"] = "run"
         turn = self._turn(
@@ -271,6 +278,7 @@ class TurnRunner:
             summariser=models.summariser,
             executor=models.executor,
             timeout_s=self._turn_timeout_s,
+            client=ClientContext.from_job(job.get("client")),
         )
 
     def fenced(self, turn_ids: set[str]) -> None:

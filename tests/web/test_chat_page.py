@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -202,6 +203,11 @@ async def test_streamed_answer(page: Page, bosun: Bosun) -> None:
     assert await page.evaluate("localStorage.getItem('bosun.token')") == bosun.link.split("=", 1)[1]
     composer = page.locator("#message")
     await expect(composer).to_be_focused()
+    sent: list[Any] = []
+    page.on(
+        "request",
+        lambda r: sent.append(r.post_data_json) if r.url.endswith("/v1/chat/stream") else None,
+    )
 
     await composer.fill("What are the opening hours tomorrow?")
     await composer.press("Shift+Enter")  # a new line, not a send
@@ -222,6 +228,12 @@ async def test_streamed_answer(page: Page, bosun: Bosun) -> None:
     await expect(page.locator("#send")).to_be_enabled()
     await expect(page.locator("#usage")).to_contain_text("Today: $0.00 of $1.00")
     await expect(page.locator("button.session")).to_have_count(1)
+    # the page says where the user is and their language (docs/api.md, client context)
+    language = await page.evaluate("navigator.language")
+    assert language and sent == [
+        {"message": "What are the opening hours tomorrow?\nThanks!",
+         "context": {"page": "/chat", "locale": language}}
+    ]  # fmt: skip
 
 
 async def test_complex_plan(page: Page, bosun: Bosun) -> None:
