@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 MODEL  ?= $(if $(ANTHROPIC_API_KEY),anthropic:claude-haiku-4-5,$(if $(OPENAI_API_KEY),openai:gpt-4.1-mini,scripted:examples/hello.yaml))
 PORT   ?= 8000
 
-.PHONY: install install-dev serve migrate lint typecheck test bench clean
+.PHONY: install install-dev serve migrate settings-doc lint typecheck test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ serve: install
 
 migrate: install
 	$(BIN)/bosun migrate
+
+# docs/settings.md's table, generated from the settings model (run it after adding a setting).
+settings-doc: install
+	$(BIN)/python -m bosun.settings_doc
 
 lint: install-dev
 	$(BIN)/ruff check src tests bench migrations

@@ -25,6 +25,7 @@ from events import (
     Done,
     Error,
     Event,
+    MessageDone,
     PlanCreated,
     StepCompleted,
     StepStarted,
@@ -159,6 +160,9 @@ class _Printer:
             print(f"· {line}", file=sys.stderr, flush=True)
 
 
+WHOLE_ANSWER = frozenset({"end_turn", "stop_sequence", "tool_use"})
+"""Stop reasons of an answer that ended on its own; any other cut it short (docs/api.md)."""
+
 _SHOWN = (
     StepStarted, StepCompleted, ToolStarted, ToolCompleted, ConfirmationPending,
     DisambiguationPending, Error, Done,
@@ -170,6 +174,8 @@ def _line(event: Event) -> str:
     if isinstance(event, PlanCreated):
         steps = "".join(f"\n    {s.id}: {s.goal}" for s in event.steps)
         return f"plan {event.strategy}{steps}"
+    if isinstance(event, MessageDone) and event.stop_reason not in WHOLE_ANSWER:
+        return f"answer cut short ({event.stop_reason})"
     if isinstance(event, _SHOWN):
         data = event_data(event)
         kind = data.pop("type")

@@ -1,5 +1,5 @@
 """The ``bosun`` command: serve, migrate, token, org-tier, chat, plan, budget, prune,
-agents, run, mcp, toolsets.
+agents, run, mcp, toolsets, config.
 
 Parsing needs the standard library only (``bosun.cli_args``), so ``--help`` and
 ``--version`` answer before anything heavy loads; ``bosun.commands`` runs what was asked.

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         _serve, _migrate, _token, _org_tier, _chat, _plan, _budget, _prune, _agents, _run,
-        _mcp, _openapi, _toolsets,
+        _mcp, _openapi, _toolsets, _config,
     ):  # fmt: skip
         add(commands)
     return parser
@@ -58,6 +58,17 @@ def _toolsets(commands: _Commands) -> None:
         "toolsets", help="list the toolsets configured (loaded as serve would) and installed"
     )
     _toolset(toolsets)
+
+
+def _config(commands: _Commands) -> None:
+    config = commands.add_parser(
+        "config", help="print every setting's effective value and where it came from"
+    )
+    shown = config.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="as JSON: name, env, value, source")
+    shown.add_argument(
+        "--markdown", action="store_true", help="the settings table of docs/settings.md"
+    )
 
 
 def _serve(commands: _Commands) -> None:

@@ -20,6 +20,7 @@ from bosun import (
     agents_cli,
     budget_report,
     chat_cli,
+    config_cli,
     mcp_cli,
     openapi_cli,
     plan_cli,
@@ -41,7 +42,7 @@ _boot = structlog.get_logger("bosun.serve")
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "plan": plan_cli.run, "chat": chat_cli.run, "budget": budget_report.run_budget,
     "prune": prune_cli.run, "agents": agents_cli.run_agents, "run": agents_cli.run_run,
-    "mcp": mcp_cli.run, "openapi": openapi_cli.run,
+    "mcp": mcp_cli.run, "openapi": openapi_cli.run, "config": config_cli.run,
 }  # fmt: skip
 """The commands that live in their own modules."""
 

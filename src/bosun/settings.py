@@ -30,14 +30,31 @@ ROLE_NAMES: tuple[ModelRole, ...] = get_args(ModelRole)
 class ModelSettings(BaseModel):
     """Model spec per role; a role without its own spec uses ``default``."""
 
-    default: str | None = None
-    planner: str | None = None
-    executor: str | None = None
-    merger: str | None = None
-    summariser: str | None = None
+    default: str | None = Field(
+        default=None,
+        description="Model spec (PROVIDER:MODEL, e.g. anthropic:claude-haiku-4-5) of every "
+        "role without its own; unset everywhere: the agent is disabled.",
+    )
+    planner: str | None = Field(
+        default=None, description="Model that triages and plans each turn; else default."
+    )
+    executor: str | None = Field(
+        default=None, description="Model that runs plan steps with tools; else default."
+    )
+    merger: str | None = Field(
+        default=None,
+        description="Model that writes answers (merges, direct answers); else default, "
+        "else executor.",
+    )
+    summariser: str | None = Field(
+        default=None,
+        description="Model that compresses long histories and titles sessions; else default.",
+    )
     allowed: list[str] = Field(
         default_factory=list,
-        description="Extra specs a request may choose with its `model` field.",
+        description="Further specs a request may choose: `model` for every answering role "
+        "(steps, merge, direct answer), `planner_model` for the planner; else 422 "
+        "`model_not_allowed`.",
     )
 
     def for_role(self, role: ModelRole) -> str | None:
@@ -48,13 +65,32 @@ class ModelSettings(BaseModel):
 class ProviderSettings(BaseModel):
     """Keys and endpoints; unset ones fall back to the SDKs' own environment variables."""
 
-    anthropic_api_key: SecretStr | None = None
-    anthropic_base_url: str | None = None
-    openai_api_key: SecretStr | None = None
-    openai_base_url: str | None = None
-    openai_compatible_api_key: SecretStr | None = None
-    max_retries: int = Field(default=2, ge=0, le=10)
-    timeout_s: float = Field(default=60.0, gt=0)
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, description="Anthropic API key; else the SDK's ANTHROPIC_API_KEY."
+    )
+    anthropic_base_url: str | None = Field(
+        default=None,
+        description="Anthropic API endpoint; else ANTHROPIC_BASE_URL, else the SDK's default.",
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None, description="OpenAI API key; else the SDK's OPENAI_API_KEY."
+    )
+    openai_base_url: str | None = Field(
+        default=None,
+        description="OpenAI API endpoint; else OPENAI_BASE_URL, else the SDK's default.",
+    )
+    openai_compatible_api_key: SecretStr | None = Field(
+        default=None,
+        description="Key sent to OpenAI-compatible servers (openai-compatible: specs); "
+        "else a placeholder, for local servers that need none.",
+    )
+    max_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="The SDKs' own retries on 408/409/429/5xx/529, honouring retry-after.",
+    )
+    timeout_s: float = Field(default=60.0, gt=0, description="Per provider request, in seconds.")
     cache_ttl: Literal["5m", "1h"] = Field(
         default="1h",
         description="Prompt-cache TTL of the stable breakpoints (tools, static system, "
@@ -76,21 +112,48 @@ class ProviderSettings(BaseModel):
 
 
 class PlannerSettings(BaseModel):
-    max_steps: int = Field(default=5, ge=1, le=20)
-    max_tool_calls_per_step: int = Field(default=10, ge=1, le=50)
-    max_executors: int = Field(default=3, ge=1, le=20)
-    timeout_s: float = Field(default=30.0, gt=0)
+    """Bounds of the plans the planner may make (docs/planner.md)."""
+
+    max_steps: int = Field(
+        default=5,
+        ge=1,
+        le=20,
+        description="Steps a complex plan may have (at least 2); a plan with more is invalid.",
+    )
+    max_tool_calls_per_step: int = Field(
+        default=10,
+        ge=1,
+        le=50,
+        description="Tool calls a plan may grant one step (more is clamped to this).",
+    )
+    max_executors: int = Field(
+        default=3, ge=1, le=20, description="Steps of a plan that run at once."
+    )
+    timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="The planner call, in seconds; on timeout (or a provider error, or an "
+        "invalid plan) the turn uses the fallback plan.",
+    )
 
 
 class CapSettings(BaseModel):
     """Per-org daily spend caps by tier, in US dollars (``-1``: unmetered), reset at 00:00
     UTC; an org's tier is set with ``bosun org-tier``."""
 
-    default_tier: str = "lite"
-    tiers: dict[str, float] = Field(
-        default_factory=lambda: {"lite": 1.0, "pro": 5.0, "elite": 25.0}
+    default_tier: str = Field(
+        default="lite", description="The tier of an org that was given none (one of tiers)."
     )
-    alert_thresholds: list[int] = Field(default_factory=lambda: [50, 80, 100])
+    tiers: dict[str, float] = Field(
+        default_factory=lambda: {"lite": 1.0, "pro": 5.0, "elite": 25.0},
+        description="Each tier's daily model spend cap in US dollars (-1: unmetered); at the "
+        "cap a turn ends with budget_exceeded.",
+    )
+    alert_thresholds: list[int] = Field(
+        default_factory=lambda: [50, 80, 100],
+        description="Percentages of the cap at which a cap.threshold warning is logged, "
+        "once per org and day.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> CapSettings:
@@ -110,9 +173,13 @@ class TurnBudgetSettings(BaseModel):
     """What one turn may spend on its plan's steps, split evenly among them (``0``: no
     limit); a step nearing its share is asked to wrap up with what it has."""
 
-    tokens: int = Field(default=200_000, ge=0)
-    usd: float = Field(default=0.50, ge=0)
-    tool_calls: int = Field(default=40, ge=0)
+    tokens: int = Field(
+        default=200_000, ge=0, description="Model tokens (all kinds) a turn's steps may use."
+    )
+    usd: float = Field(
+        default=0.50, ge=0, description="US dollars of model calls a turn's steps may spend."
+    )
+    tool_calls: int = Field(default=40, ge=0, description="Tool calls a turn's steps may make.")
 
 
 class WorkerSettings(BaseModel):
@@ -120,7 +187,13 @@ class WorkerSettings(BaseModel):
     one worker, renewed every third of ``lease_s``; another worker takes over a turn whose
     lease ran out (its worker died), resuming it from the log."""
 
-    lease_s: float = Field(default=15.0, ge=1.0, le=600.0)
+    lease_s: float = Field(
+        default=15.0,
+        ge=1.0,
+        le=600.0,
+        description="How long a turn's lease lasts unrenewed, in seconds: a dead worker's "
+        "turn is taken over after at most this.",
+    )
 
 
 class WebhookSettings(BaseModel):
@@ -141,7 +214,10 @@ class WebhookSettings(BaseModel):
         description="Connecting to a receiver (at most timeout_s): a dead host fails fast.",
     )
     max_per_org: int = Field(
-        default=20, ge=1, le=10_000, description="Webhooks an org may have (else 409)."
+        default=20,
+        ge=1,
+        le=10_000,
+        description="Webhooks an org may have; one more is 409 webhook_limit.",
     )
     max_in_flight: int = Field(
         default=32,
@@ -246,10 +322,31 @@ class EgressSettings(BaseModel):
 class ExecutorSettings(BaseModel):
     """Bounds of each executor's tool loop, and the agent profile's capabilities."""
 
-    max_tool_calls: int = Field(default=10, ge=0, le=100)
-    wall_time_s: float = Field(default=60.0, gt=0)
-    retries_per_tool: int = Field(default=2, ge=0, le=10)
-    max_model_turns: int = Field(default=12, ge=1, le=100)
+    max_tool_calls: int = Field(
+        default=10,
+        ge=0,
+        le=100,
+        description="Tool calls one step may make (its plan may allow fewer).",
+    )
+    wall_time_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Wall time of one step, in seconds; an answer cut by it ends with "
+        "stop_reason time_limit.",
+    )
+    retries_per_tool: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Failures with one code a tool may have in a step before it is refused.",
+    )
+    max_model_turns: int = Field(
+        default=12,
+        ge=1,
+        le=100,
+        description="Model calls one step may make (Spotter's MAX_TURNS); the last has tools "
+        "off, and its answer ends with stop_reason max_model_turns.",
+    )
     allow_tools: list[str] | None = Field(
         default=None, description="Tools the agent may use (names or router.*); all if unset."
     )
@@ -269,18 +366,48 @@ class AgentSettings(BaseModel):
 
 
 class LimitSettings(BaseModel):
-    max_body_bytes: int = Field(default=64 * 1024, gt=0)
-    max_message_chars: int = Field(default=32_000, gt=0)
-    keepalive_s: float = Field(default=15.0, gt=0)
-    turn_timeout_s: float = Field(default=300.0, gt=0)
-    source_timeout_s: float = Field(default=5.0, gt=0)
+    """Bounds of requests, streams and turns."""
+
+    max_body_bytes: int = Field(
+        default=64 * 1024,
+        gt=0,
+        description="Largest HTTP request body, in bytes (else 413 payload_too_large).",
+    )
+    max_message_chars: int = Field(
+        default=32_000,
+        gt=0,
+        description="Longest user message, in characters (else 400 invalid_request).",
+    )
+    keepalive_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="An idle SSE stream gets a `: keep-alive` comment this often, in seconds.",
+    )
+    turn_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Wall time of one turn, in seconds; its steps get what is left of it (an "
+        "answer they cut ends with stop_reason time_limit); past it the turn fails "
+        "(provider_timeout).",
+    )
+    source_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Per context source fetch, in seconds; a slow or failing source is recorded "
+        "and skipped.",
+    )
     knowledge_source_tokens: int = Field(
         default=KNOWLEDGE_SOURCE_TOKENS,
         gt=0,
         description="A loaded context source is kept whole up to this many tokens; a longer "
         "one is cut once, when it loads, with a note to the model and a cut in the report.",
     )
-    sessions_page_size: int = Field(default=50, gt=0, le=500)
+    sessions_page_size: int = Field(
+        default=50,
+        gt=0,
+        le=500,
+        description="Sessions per page of GET /v1/sessions when the request sets no limit.",
+    )
     requests_per_minute: int = Field(
         default=20, ge=0, description="Turns and plans a user may start per minute; 0: no limit."
     )
@@ -290,7 +417,8 @@ class LimitSettings(BaseModel):
     pending_ttl_s: float = Field(
         default=86_400.0,
         gt=0,
-        description="A pending confirmation or pick expires this long after it was asked.",
+        description="A pending confirmation or pick expires this long after it was asked, in "
+        "seconds: the turn ends expired, a late answer is 409 tool_expired.",
     )
 
 
@@ -299,13 +427,26 @@ class Settings(BaseSettings):
         env_prefix="BOSUN_", env_nested_delimiter="__", extra="forbid", validate_default=True
     )
 
-    database_url: str = "sqlite+aiosqlite:///./bosun.db"
-    jwt_secret: SecretStr | None = None
-    secrets_key: SecretStr | None = Field(
-        default=None, description="Fernet key that encrypts org provider keys at rest."
+    database_url: str = Field(
+        default="sqlite+aiosqlite:///./bosun.db",
+        description="SQLAlchemy async URL: sqlite+aiosqlite:///FILE or "
+        "postgresql+asyncpg://USER:PASSWORD@HOST/DB.",
     )
-    jwt_algorithm: Literal["HS256", "HS384", "HS512"] = "HS256"
-    token_ttl_s: int = Field(default=24 * 3600, gt=0)
+    jwt_secret: SecretStr | None = Field(
+        default=None,
+        description="Secret that signs and checks bearer tokens; at least 32 bytes "
+        "(serve refuses to start without one, unless --dev).",
+    )
+    secrets_key: SecretStr | None = Field(
+        default=None,
+        description="Fernet key that encrypts org provider keys at rest (needed to store them).",
+    )
+    jwt_algorithm: Literal["HS256", "HS384", "HS512"] = Field(
+        default="HS256", description="HMAC algorithm of bearer tokens."
+    )
+    token_ttl_s: int = Field(
+        default=24 * 3600, gt=0, description="Lifetime of tokens `bosun token` prints, in seconds."
+    )
     models: ModelSettings = Field(default_factory=ModelSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
@@ -317,7 +458,8 @@ class Settings(BaseSettings):
     )
     toolsets: list[str] = Field(
         default_factory=list,
-        description='Toolsets to load: "module:attribute" or an installed entry point\'s name.',
+        description='Toolsets to load: "module:attribute" or an installed entry point\'s name; '
+        "none: no tools at all.",
     )
     demo: bool = Field(default=False, description='Deprecated: the same as toolsets += ["demo"].')
     metrics: bool = Field(
@@ -330,8 +472,12 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)
     egress: EgressSettings = Field(default_factory=EgressSettings)
     turn_budget: TurnBudgetSettings = Field(default_factory=TurnBudgetSettings)
-    log_format: Literal["auto", "json", "console"] = "auto"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["auto", "json", "console"] = Field(
+        default="auto", description="json, console, or auto (pretty on a terminal, JSON otherwise)."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="The least severe log level written."
+    )
 
     @field_validator("budgets")
     @classmethod

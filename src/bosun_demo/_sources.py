@@ -62,6 +62,29 @@ async def profile(
     }
 
 
+async def member_card(store: Store, org_id: str, member_id: str) -> dict[str, Any]:
+    """The member a page shows (the client context's ``member`` entity): who they are and
+    their next scheduled workouts. ``member`` is ``None`` when the org has no such one."""
+    columns = (MemberRow.id, MemberRow.first_name, MemberRow.last_name, MemberRow.email,
+               MemberRow.status, MemberRow.notes)  # fmt: skip
+    query = select(*columns).where(MemberRow.org_id == org_id, MemberRow.id == member_id)
+    workouts = (
+        select(WorkoutRow.id, WorkoutRow.title, WorkoutRow.scheduled_for)
+        .where(
+            WorkoutRow.org_id == org_id,
+            WorkoutRow.member_id == member_id,
+            WorkoutRow.scheduled_for >= utcnow(),
+        )
+        .order_by(WorkoutRow.scheduled_for, WorkoutRow.id)
+        .limit(6)
+    )
+    async with store.db.read() as conn:
+        row = (await conn.execute(query.limit(1))).first()
+        upcoming, more = _dicts(await conn.execute(workouts), 5) if row else ([], False)
+    member = None if row is None else {k: _json(v) for k, v in row._asdict().items()}
+    return {"member": member, "upcoming_workouts": upcoming, "truncated": more}
+
+
 UNITS = {"weight": "kg", "distance": "km"}
 """The studio's units (the demo tables hold no per-member preference): the metric ones."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bosun_demo._sources import member_profile, profile, recent_activity, schedule
+from bosun_demo._sources import member_card, member_profile, profile, recent_activity, schedule
 from context import Source, SourceRegistry, SourceRequest
 from store import Store
 
@@ -17,6 +17,7 @@ SOURCE_DESCRIPTIONS = {
     "schedule": "upcoming class sessions (params: days_ahead, default 7)",
     "recent_activity": "recent changes: audit log, new workouts and tasks (params: days_back)",
     "members.profile": "the member the user is (name, status, notes) and their units",
+    "members.card": "the member the user's page shows (client context entity `member`)",
 }
 
 
@@ -36,6 +37,9 @@ def demo_sources(store: Store) -> SourceRegistry:
 
     async def fetch_member(request: SourceRequest) -> dict[str, Any]:
         return await member_profile(store, request.org_id, request.user_id)
+
+    async def fetch_card(request: SourceRequest) -> dict[str, Any]:
+        return await member_card(store, request.org_id, str(request.params.get("id", "")))
 
     async def fetch_schedule(request: SourceRequest) -> dict[str, Any]:
         return await schedule(store, request.org_id, _int(request.params, "days_ahead", 7))
@@ -72,6 +76,14 @@ def demo_sources(store: Store) -> SourceRegistry:
                 estimate_tokens=80,
                 budget_tokens=150,
                 user_data=True,
+            ),
+            Source(
+                name="members.card",
+                description=SOURCE_DESCRIPTIONS["members.card"],
+                fetch=fetch_card,
+                estimate_tokens=150,
+                budget_tokens=400,
+                entity="member",
             ),
         ]
     )

@@ -16,6 +16,17 @@ from context._budget import (
     Budgets,
     RoleBudget,
 )
+from context._client import (
+    CLIENT,
+    CLIENT_TOKENS,
+    ClientContext,
+    Entity,
+    client_section,
+    entity_loads,
+    fit_client,
+    language_name,
+    reply_in,
+)
 from context._compress import compress_history, make_title, needs_compression
 from context._conversation import (
     KEEP_LAST,
@@ -83,6 +94,8 @@ from context._transcript import compact_messages, compact_text
 from context._user_data import PROFILE_SECTION, UserData, user_data_tag
 
 __all__ = [
+    "CLIENT",
+    "CLIENT_TOKENS",
     "EXECUTOR_BUDGET",
     "KEEP_LAST",
     "KNOWLEDGE",
@@ -97,9 +110,11 @@ __all__ = [
     "Budgets",
     "CallDetail",
     "CallStatus",
+    "ClientContext",
     "Compression",
     "Cut",
     "EncodingIntegrityError",
+    "Entity",
     "History",
     "HistoryEntry",
     "HistoryFit",
@@ -128,12 +143,15 @@ __all__ = [
     "answer_text",
     "artifact_text",
     "caller_block",
+    "client_section",
     "compact_messages",
     "compact_text",
     "compress_history",
     "conversation",
     "covers",
+    "entity_loads",
     "executor_request",
+    "fit_client",
     "fit_growing",
     "fit_history",
     "fit_knowledge",
@@ -143,6 +161,7 @@ __all__ = [
     "fit_whole",
     "history",
     "knowledge_items",
+    "language_name",
     "layout_request",
     "load_sources",
     "loads_from_log",
@@ -153,6 +172,7 @@ __all__ = [
     "prefix_ratio",
     "read_session_budget",
     "render_message",
+    "reply_in",
     "session_messages",
     "user_data_tag",
 ]

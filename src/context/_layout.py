@@ -46,7 +46,9 @@ class PromptParts:
     session; ``knowledge`` is the session's
     loaded context, append-only and oldest first; ``history`` the fitted conversation;
     ``task`` the current user message or step goal (a ``Message`` when ``fit_history``
-    cut it).
+    cut it). ``client`` is the request's client context block (``fit_client``): per
+    request, so it rides in the task message, ahead of the task's text, after every
+    cache mark of the stable tiers (a new page never invalidates the cached prefix).
     """
 
     system: str
@@ -58,12 +60,16 @@ class PromptParts:
     knowledge: tuple[str, ...] = ()
     history: tuple[Message, ...] = ()
     task: str | Message | None = None
+    client: str = ""
 
 
-def _task(task: str | Message | None) -> list[Message]:
+def _task(task: str | Message | None, client: str = "") -> list[Message]:
     if task is None:
         return []
-    return [Message.user(task) if isinstance(task, str) else replace(task, cache=False)]
+    message = Message.user(task) if isinstance(task, str) else replace(task, cache=False)
+    if client:
+        message = replace(message, parts=(TextPart(text=client), *message.parts))
+    return [message]
 
 
 def _system_blocks(parts: PromptParts) -> tuple[SystemBlock, ...]:
@@ -129,7 +135,7 @@ def layout_request(
     """
     messages = [replace(m, cache=False) if m.cache else m for m in parts.history]
     earlier = len(messages) - 1
-    messages += _task(parts.task)
+    messages += _task(parts.task, parts.client)
     return _request(
         parts,
         messages,
@@ -154,7 +160,7 @@ def executor_request(
     when it arrives, so the prefix stays byte-identical.
     """
     messages = [replace(m, cache=False) if m.cache else m for m in parts.history]
-    messages += _task(parts.task)
+    messages += _task(parts.task, parts.client)
     fixed = len(messages) - 1
     messages += [replace(m, cache=False) if m.cache else m for m in loop]
     return _request(

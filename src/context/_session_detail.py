@@ -115,6 +115,7 @@ class MessageDetail:
     complete: bool = True
     tool_calls: tuple[CallDetail, ...] = ()
     steps: tuple[StepDetail, ...] = ()
+    stop_reason: str | None = None  # its message_done's: why a complete answer ended
 
 
 def bounded(output: Any) -> tuple[Any, str | None, bool, int]:
@@ -137,6 +138,7 @@ class _Segment:
     calls: list[CallDetail] = field(default_factory=list)
     steps: list[StepDetail] = field(default_factory=list)
     done_seq: int | None = None
+    stop_reason: str | None = None
     last_seq: int = 0
 
 
@@ -184,7 +186,7 @@ class _Fold:
         elif kind in ("step_started", "step_completed"):
             _step(turn, kind, data)
         elif kind == "message_done":
-            segment.done_seq = stored.seq
+            segment.done_seq, segment.stop_reason = stored.seq, data.get("stop_reason")
         elif kind == "done":
             turn.status = data.get("status")
         else:
@@ -272,6 +274,7 @@ class _Fold:
                         complete=segment.done_seq is not None,
                         tool_calls=tuple(segment.calls),
                         steps=tuple(segment.steps),
+                        stop_reason=segment.stop_reason,
                     )
                 )
         return out

@@ -74,7 +74,10 @@ class Source:
     others of its section (``None``: only the section's budget applies). ``user_data``
     makes it a per-user source: an agent declares it (its profile's ``user_data``) and
     it fills the user-data block, fetched afresh on every model call, instead of being
-    picked by the planner.
+    picked by the planner. ``entity`` binds it to an entity type (``member``): when a
+    request's client context names an entity of that type, the source is loaded with
+    ``{"id": <the entity's id>}`` as its params before the turn's steps run, and the
+    planner does not pick it (it has no id to give).
     """
 
     name: str
@@ -86,10 +89,18 @@ class Source:
     detail: str = ""
     budget_tokens: int | None = None
     user_data: bool = False
+    entity: str | None = None
 
     def __post_init__(self) -> None:
         if self.budget_tokens is not None and self.budget_tokens < 1:
             raise ValueError(f"Source {self.name!r}: budget_tokens must be >= 1 or None")
+        if self.entity is not None and self.user_data:
+            raise ValueError(f"Source {self.name!r}: a per-user source binds no entity")
+
+    @property
+    def picked(self) -> bool:
+        """Whether the planner picks it (per-user and entity-bound sources are declared)."""
+        return not self.user_data and self.entity is None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -146,8 +157,8 @@ class SourceRegistry:
         return iter(self._sources.values())
 
     def names(self) -> list[str]:
-        """The sources the planner may pick (per-user sources are not picked: declared)."""
-        return [s.name for s in self._sources.values() if not s.user_data]
+        """The sources the planner may pick (per-user and entity-bound ones are declared)."""
+        return [s.name for s in self._sources.values() if s.picked]
 
     def user_data_names(self) -> list[str]:
         """The per-user sources an agent may declare for its user-data block."""
@@ -158,8 +169,12 @@ class SourceRegistry:
         return "\n".join(
             f"- {s.name} (~{s.estimate_tokens:,} tokens): {s.description}"
             for s in self._sources.values()
-            if not s.user_data
+            if s.picked
         )
+
+    def for_entity(self, entity_type: str) -> list[Source]:
+        """The sources bound to ``entity_type``, in registration order."""
+        return [s for s in self._sources.values() if s.entity == entity_type]
 
 
 def _format(source: Source, data: Any) -> str:

@@ -55,6 +55,9 @@ class PlanCreated:
     executors: int = 1
     repaired: bool = False
     fallback: str | None = None
+    # The model spec each role of the turn runs with (``planner``, when one planned;
+    # ``executor``, ``merger``): what a request's ``model`` or ``planner_model`` picked.
+    models: dict[str, str] | None = None
     type: Literal["plan_created"] = "plan_created"
 
 

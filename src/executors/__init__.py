@@ -24,6 +24,7 @@ from executors._merge import ANSWER_PROMPT, MERGE_PROMPT, MergeResult, Writer, a
 from executors._prompt import EXECUTOR_PROMPT, dependency_item
 from executors._replay import REPLAY_VIOLATION, Repair, repair_transcript
 from executors._results import (
+    CutReason,
     PendingCall,
     StepEnd,
     StepOutcome,
@@ -50,6 +51,7 @@ __all__ = [
     "MERGE_RESERVE",
     "REPLAY_VIOLATION",
     "WRAP_UP_SHARE",
+    "CutReason",
     "Emit",
     "ExecutorKit",
     "ExecutorLimits",

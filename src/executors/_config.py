@@ -10,7 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from context import EXECUTOR_BUDGET, History, Item, RoleBudget, TokenCounter, UserData, caller_block
+from context import (
+    EXECUTOR_BUDGET,
+    ClientContext,
+    History,
+    Item,
+    RoleBudget,
+    TokenCounter,
+    UserData,
+    caller_block,
+)
 from events import Event
 from providers import Model
 from tools import ToolCallRequest, ToolContext, ToolDef, ToolOutcome, ToolRegistry, UserRole
@@ -125,6 +134,8 @@ class ExecutorKit:
     loop: Loop = "default"
     knowledge: tuple[Item, ...] = ()  # the turn's loaded sources: every step gets them whole
     history: History | None = None
+    client: ClientContext | None = None  # the request's client context, with every goal
+    to_user: bool = False  # the steps' text is what the user reads: reply in their locale
 
     @property
     def forced(self) -> bool:

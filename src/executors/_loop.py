@@ -19,7 +19,7 @@ from executors._calls import close_in_flight, refuse_all, resume_tools, run_tool
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._prompt import EXECUTOR_PROMPT, FORCED_PROMPT, Voice, build_prompt, forced_note
 from executors._replay import guard_transcript
-from executors._results import StepEnd, StepOutcome, StepResult, Suspended
+from executors._results import StepOutcome, StepResult, Suspended
 from executors._state import (
     CallModel,
     Finish,
@@ -127,6 +127,8 @@ def _fresh_state(
             instructions=FORCED_PROMPT if kit.forced else EXECUTOR_PROMPT,
             caller=caller,
             user_data=user_data,
+            client=kit.client,
+            to_user=kit.to_user,
         ),
         knowledge=kit.knowledge,
         history=_history(kit),
@@ -180,12 +182,12 @@ async def _bounded(
         why = f"the step's wall time of {state.deadline - state.started:.3g} s ran out"
         close_in_flight(state, env, f"Stopped: {why}.")
         error = StepError(code="step_timed_out", message=f"Stopped: {why}")
-        end = Finish(False, "timed_out", partial_summary(state, why), error)
+        end = Finish(False, "timed_out", partial_summary(state, why), error, cut="time_limit")
     except asyncio.CancelledError:
         # The turn was cancelled: a tool cut off mid-run still gets its end, then stop.
         close_in_flight(state, env, "Stopped: the turn was cancelled.", code="cancelled")
         raise
-    return _outcome(step_id, state, end)
+    return _outcome(step_id, state, end, forced=env.kit.forced)
 
 
 async def _first_turn(state: StepState, env: StepEnv) -> NextStep:
@@ -233,8 +235,9 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
     text = _text_of(state.messages[-1])
     if not calls:
         summary = text.strip() or "(the executor gave no answer text)"
-        ended: StepEnd = "wrapped_up" if isinstance(step, WrapUp) else "answered"
-        return Finish(ok=True, ended=ended, summary=summary)
+        if isinstance(step, WrapUp):  # an answer, cut short by the bound that asked for it
+            return Finish(ok=True, ended="wrapped_up", summary=summary, cut=step.cut)
+        return Finish(ok=True, ended="answered", summary=summary)
     if isinstance(step, WrapUp):
         await refuse_all(
             state, env, calls, code="tool_budget_spent",
@@ -242,7 +245,7 @@ async def call_model(state: StepState, env: StepEnv, step: CallModel | WrapUp) -
         )  # fmt: skip
         why = f"it kept calling tools after being asked to wrap up ({'; '.join(step.reasons)})"
         error = StepError(code="step_overran", message=f"Stopped: {why}")
-        return Finish(False, "overran", partial_summary(state, why), error)
+        return Finish(False, "overran", partial_summary(state, why), error, cut=step.cut)
     return RunTools(calls=calls)
 
 
@@ -295,6 +298,13 @@ async def _reply(
     return calls
 
 
+def _said(state: StepState) -> bool:
+    """Whether the step's model wrote any text (the turn's answer, in a ``tool`` plan):
+    in a finished model turn, or in the one cut off."""
+    written = (_text_of(m) for m in state.messages if m.role == "assistant")
+    return bool(state.text.strip()) or any(text.strip() for text in written)
+
+
 def _text_of(message: Message) -> str:
     return "".join(part.text for part in message.parts if isinstance(part, TextPart))
 
@@ -332,7 +342,7 @@ def _say(state: StepState, env: StepEnv, text: str) -> None:
     state.streamed = True
 
 
-def _outcome(step_id: str, state: StepState, end: Suspend | Finish) -> StepOutcome:
+def _outcome(step_id: str, state: StepState, end: Suspend | Finish, *, forced: bool) -> StepOutcome:
     duration_ms = round((now() - state.started) * 1000)
     match end:
         case Suspend(pending=pending, results=results):
@@ -345,9 +355,10 @@ def _outcome(step_id: str, state: StepState, end: Suspend | Finish) -> StepOutco
                 duration_ms=duration_ms, messages=tuple(state.messages),
                 budget=state.prompt.report,
             )  # fmt: skip
-        case Finish(ok=ok, ended=ended, summary=summary, error=error):
+        case Finish(ok=ok, ended=ended, summary=summary, error=error, cut=cut):
             return StepResult(
-                step_id=step_id, ok=ok, summary=summary, ended=ended, error=error,
+                step_id=step_id, ok=ok, summary=summary, ended=ended, error=error, cut=cut,
+                said=None if forced else _said(state),
                 tool_calls=state.tool_calls, failed_tool_calls=state.failed_tool_calls,
                 tokens=state.tokens, usage=state.usage,
                 cost_usd_micros=state.cost_usd_micros, model=state.model,

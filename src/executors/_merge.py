@@ -16,12 +16,14 @@ from context import (
     KNOWLEDGE,
     MERGER_BUDGET,
     BudgetReport,
+    ClientContext,
     History,
     Item,
     PromptParts,
     RoleBudget,
     TokenCounter,
     afit_section,
+    client_section,
     fit_history,
     fit_knowledge,
     knowledge_items,
@@ -112,13 +114,15 @@ def result_items(plan: Plan, results: Sequence[StepResult]) -> list[Item]:
 class Writer:
     """Who writes the answer: the ``model``, its token ``counter``, the merger ``budget``
     its prompt is fitted into, the agent profile's ``identity`` prompt and the caller's
-    org/user line (``context.caller_block``), each empty when there is none."""
+    org/user line (``context.caller_block``), each empty when there is none, and the
+    request's ``client`` context (it writes to the user: told the language too)."""
 
     model: Model
     counter: TokenCounter
     budget: RoleBudget = MERGER_BUDGET
     identity: str = ""
     caller: str = ""
+    client: ClientContext | None = None
 
 
 async def merge(
@@ -188,6 +192,9 @@ async def _request(
         view, budget.tokens("conversation"), counter=counter, current=Message.user(user_text)
     )
     *older, current = conversation.messages
+    budget, client = client_section(writer.client, budget, reply=True, counter=counter)
+    if client is not None:
+        fills.append(client)
     # A provider refuses tool calls in the history of a request that defines no tools: the
     # writer gets the read tool, off (it answers in text), so its history stays native.
     tools = (tool_spec(READ_RESULT),) if any(_tool_work(m) for m in older) else ()
@@ -200,6 +207,7 @@ async def _request(
             knowledge=tuple(text for text in texts if text),
             history=tuple(older),
             task=current,
+            client=client.text if client is not None else "",
         ),
         tool_choice="none" if tools else "auto",
     )

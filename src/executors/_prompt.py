@@ -14,12 +14,14 @@ from dataclasses import dataclass, replace
 from context import (
     KNOWLEDGE,
     BudgetReport,
+    ClientContext,
     HistoryFit,
     Item,
     PromptParts,
     RoleBudget,
     SectionFill,
     TokenCounter,
+    client_section,
     fit_knowledge,
     fit_section,
     fit_text,
@@ -79,12 +81,17 @@ class Voice:
     """Who speaks to whom, the stable head of every request of a step: the agent's
     ``identity`` and the role's ``instructions`` (``FORCED_PROMPT`` for a forced-tools
     loop), then the org/user block: the ``caller`` line (``context.caller_block``) and
-    the agent's ``user_data`` block as first loaded (reloaded every call)."""
+    the agent's ``user_data`` block as first loaded (reloaded every call). ``client`` is
+    the request's client context, sent with the goal; ``to_user``: the step's text is
+    what the user reads (a ``tool`` plan's step, a forced loop), so it is told the
+    language to reply in."""
 
     identity: str = ""
     instructions: str = EXECUTOR_PROMPT
     caller: str = ""
     user_data: SectionFill | None = None
+    client: ClientContext | None = None
+    to_user: bool = False
 
 
 def build_prompt(
@@ -128,6 +135,9 @@ def build_prompt(
         texts.append(fill.text)
     if history is not None:
         fills.append(history.fill)
+    budget, client = client_section(voice.client, budget, reply=voice.to_user, counter=counter)
+    if client is not None:
+        fills.append(client)
     parts = PromptParts(
         system=system.prompt,
         identity=system.identity,
@@ -137,6 +147,7 @@ def build_prompt(
         knowledge=tuple(text for text in texts if text),
         history=history.messages if history is not None else (),
         task=task.text,
+        client=client.text if client is not None else "",
     )
     return StepPrompt(
         parts=parts,

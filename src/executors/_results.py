@@ -40,6 +40,11 @@ when the turn's executors had used every model turn its agent allows (``StepCoun
 A forced-tools step ends ``idle`` when it called ``idle``, ``no_tool_call`` when a reply
 called no tool, ``max_iterations`` when its iteration limit ran out."""
 
+CutReason = Literal["max_model_turns", "time_limit", "turn_budget", "max_tool_calls"]
+"""Why a step's work was cut short, which a cut answer's ``message_done.stop_reason``
+says: the executor's model-turn limit, the step's or turn's wall time, the turn's token or
+cost budget, the step's tool-call limit (docs/api.md#stop-reasons)."""
+
 ConfirmKind = Literal["destructive", "always"]
 
 
@@ -63,6 +68,8 @@ class StepResult:
     duration_ms: int = 0
     messages: tuple[Message, ...] = ()
     budget: BudgetReport | None = None  # None for a skipped step: it built no prompt
+    cut: CutReason | None = None  # a bound ended its work early (wrapped up, overran, timed out)
+    said: bool | None = None  # its model wrote text (None: unknown, as for a restored step)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -71,7 +71,7 @@ def _result_data(result: StepResult) -> dict[str, Any]:
     error = None if result.error is None else asdict(result.error)
     return {
         **_counters(result), "ok": result.ok, "summary": result.summary,
-        "ended": result.ended, "error": error,
+        "ended": result.ended, "error": error, "cut": result.cut, "said": result.said,
     }  # fmt: skip
 
 
@@ -80,6 +80,7 @@ def _result_of(data: Mapping[str, Any]) -> StepResult:
     return StepResult(
         **_counters_of(data), ok=bool(data["ok"]), summary=str(data["summary"]),
         ended=data["ended"], error=None if error is None else StepError(**error),
+        cut=data.get("cut"), said=data.get("said"),  # absent in older logs
     )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from events import StepError, TextDelta
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
 from executors._prompt import StepPrompt, wrap_up_note
-from executors._results import PendingCall, StepEnd
+from executors._results import CutReason, PendingCall, StepEnd
 from providers import Message, TokenUsage, ToolCall, ToolResult
 
 WRAP_UP_SHARE = 0.2
@@ -29,6 +29,7 @@ class WrapUp:
 
     note: str
     reasons: tuple[str, ...]
+    cut: CutReason  # the bound that asked for it (the first, when several did)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class Finish:
     ended: StepEnd
     summary: str
     error: StepError | None = None  # why it is not ok
+    cut: CutReason | None = None  # the bound that ended the work early, if one did
 
 
 NextStep = CallModel | WrapUp | RunTools | Suspend | Finish
@@ -120,31 +122,65 @@ def next_turn(state: StepState, env: StepEnv, at: float) -> CallModel | WrapUp |
         return Finish(False, "max_iterations", partial_summary(state, why), error)
     calls_left = state.max_calls - state.tool_calls
     seconds_left = state.deadline - at
-    reasons: list[str] = []
-    if state.prompt.parts.tools and calls_left <= 0:
-        reasons.append(f"all {state.max_calls} tool calls of this step are used")
-    wall_s = state.deadline - state.started  # the step's wall time (its share may be less)
-    if seconds_left < WRAP_UP_SHARE * wall_s:
-        reasons.append(f"less than {WRAP_UP_SHARE:.0%} of the step's wall time is left")
-    if not env.kit.forced and state.model_turns >= limits.max_model_turns - 1:
-        reasons.append(f"this is model turn {limits.max_model_turns} of {limits.max_model_turns}")
-    share = state.share
-    if share.tokens is not None and state.tokens >= (1 - WRAP_UP_SHARE) * share.tokens:
-        reasons.append(f"this step's share of the turn's tokens ({share.tokens:,}) is nearly used")
-    if share.usd_micros is not None and state.cost_usd_micros >= (1 - WRAP_UP_SHARE) * (
-        share.usd_micros
-    ):
-        reasons.append("this step's share of the turn's cost budget is nearly used")
+    reasons = _bounds_hit(state, env, calls_left=calls_left, seconds_left=seconds_left)
     if not reasons:
         return CallModel()
+    wall_s = state.deadline - state.started
     note = wrap_up_note(
-        reasons,
+        [why for _, why in reasons],
         calls_left=calls_left,
         max_calls=state.max_calls,
         seconds_left=seconds_left,
         wall_time_s=wall_s,
     )
-    return WrapUp(note=note, reasons=tuple(reasons))
+    cut = min((kind for kind, _ in reasons), key=CUT_ORDER.index)
+    return WrapUp(note=note, reasons=tuple(why for _, why in reasons), cut=cut)
+
+
+CUT_ORDER: tuple[CutReason, ...] = (
+    "time_limit",
+    "turn_budget",
+    "max_model_turns",
+    "max_tool_calls",
+)
+"""Which bound a wrap-up names when several asked for it: the one the user can least
+avoid first (time, then money, then the agent's own limits)."""
+
+
+def _bounds_hit(
+    state: StepState, env: StepEnv, *, calls_left: int, seconds_left: float
+) -> list[tuple[CutReason, str]]:
+    """The bounds about to be hit, each with the line the wrap-up note gives it."""
+    limits, share = env.kit.limits, state.share
+    reasons: list[tuple[CutReason, str]] = []
+    if state.prompt.parts.tools and calls_left <= 0:
+        by_turn = share.tool_calls is not None and share.tool_calls <= state.max_calls
+        reasons.append(
+            ("turn_budget" if by_turn else "max_tool_calls",
+             f"all {state.max_calls} tool calls of this step are used")
+        )  # fmt: skip
+    wall_s = state.deadline - state.started  # the step's wall time (its share may be less)
+    if seconds_left < WRAP_UP_SHARE * wall_s:
+        reasons.append(
+            ("time_limit", f"less than {WRAP_UP_SHARE:.0%} of the step's wall time is left")
+        )
+    if not env.kit.forced and state.model_turns >= limits.max_model_turns - 1:
+        reasons.append(
+            ("max_model_turns",
+             f"this is model turn {limits.max_model_turns} of {limits.max_model_turns}")
+        )  # fmt: skip
+    if share.tokens is not None and state.tokens >= (1 - WRAP_UP_SHARE) * share.tokens:
+        reasons.append(
+            ("turn_budget",
+             f"this step's share of the turn's tokens ({share.tokens:,}) is nearly used")
+        )  # fmt: skip
+    if share.usd_micros is not None and state.cost_usd_micros >= (1 - WRAP_UP_SHARE) * (
+        share.usd_micros
+    ):
+        reasons.append(
+            ("turn_budget", "this step's share of the turn's cost budget is nearly used")
+        )
+    return reasons
 
 
 def partial_summary(state: StepState, why: str) -> str:

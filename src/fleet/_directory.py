@@ -176,7 +176,10 @@ class AgentDirectory:
             agent = await self.at_version(org_id, handle, int(job.get("agent_version") or 0))
             chosen = await self.setup(agent, org_id=org_id, background=job.get("trigger") == "run")
             models = await resolver.resolve_offered(
-                org_id=org_id, requested=job.get("model"), roles=chosen.specs
+                org_id=org_id,
+                requested=job.get("model"),
+                planner=job.get("planner_model"),
+                roles=chosen.specs,
             )
             return chosen.kit, models
 

@@ -12,13 +12,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleet._schedule import schedule_problem
 from store import ApprovalMode
-from tools import COMMUNICATION_TOOLS, Capabilities, ToolRegistry
+from tools import COMMUNICATION_TOOLS, Capabilities, ToolRegistry, UserRole
 
 HANDLE_PATTERN = r"^[a-z][a-z0-9_-]{1,39}$"
 MCP_GRANT_PATTERN = r"^[a-z][a-z0-9_]{0,39}\.(\*|[a-z][a-z0-9_]{0,63})$"
@@ -37,6 +37,7 @@ ProfileCode = Literal[
     "unknown_source",
     "agent_exists",
     "default_agent",
+    "unknown_role",
 ]
 
 
@@ -87,6 +88,42 @@ class ProfileLimits(BaseModel):
             "afresh when the user answers a question)."
         ),
     )
+
+
+ROLES: tuple[str, ...] = get_args(UserRole)
+"""The roles of a user in an org (``tools.UserRole``): owner, staff, member."""
+# The schema lists the roles; validation leaves an unknown one to the policy (422).
+_Role = Annotated[str, Field(min_length=1, max_length=40, json_schema_extra={"enum": [*ROLES]})]
+RoleList = Annotated[list[_Role], Field(max_length=len(ROLES))]
+
+
+class ProfileAccess(BaseModel):
+    """Who may act with the agent, by their role in the org (owner, staff, member)."""
+
+    # Roles are strings, not ``UserRole``: an unknown one is the policy's 422
+    # ``unknown_role``, like the other profile problems, not a body validation error.
+
+    model_config = ConfigDict(extra="forbid")
+
+    chat: RoleList = Field(
+        default_factory=lambda: list(ROLES),
+        description="Roles that may talk to it: chat turns (and the answers to its questions, "
+        "which are chat messages) and background runs. Default: every role.",
+    )
+    answer: RoleList = Field(
+        default_factory=lambda: list(ROLES),
+        description="Roles that may answer its confirmations and picks (/confirm, /pick, the "
+        "chat protocols' answers, the approval inbox). A member only ever answers in their "
+        "own sessions (they see no other), so the default is the session's own user, owners "
+        "and staff.",
+    )
+
+    def may_chat(self, role: str) -> bool:
+        return role in self.chat
+
+    def may_answer(self, role: str, *, own_session: bool) -> bool:
+        """Whether ``role`` may answer a call in a session; a member only in their own."""
+        return role in self.answer and (own_session or role != "member")
 
 
 class ProfileSchedule(BaseModel):
@@ -167,6 +204,11 @@ class AgentProfile(BaseModel):
     )
     runs_per_minute: WholeNumber = Field(default=3, ge=1, le=60, description="Trigger rate limit.")
     paused: bool = False
+    access: ProfileAccess = Field(
+        default_factory=ProfileAccess,
+        description="Who may chat with it and who may answer its confirmations and picks, "
+        "by role (owner, staff, member); anyone else is refused 403 forbidden_role.",
+    )
     cost: ProfileCost = Field(
         default_factory=ProfileCost, description="Cost alerts and the cost limit (auto-pause)."
     )
@@ -237,6 +279,7 @@ class AgentPolicy:
                 raise ProfileError(
                     "tool_blocked", f"{entry} is blocked on this server: no agent may use it"
                 )
+        _check_access(profile.access)
         cron = profile.schedule.cron if profile.schedule is not None else None
         if cron is not None and (problem := schedule_problem(cron, datetime.now(UTC))):
             raise ProfileError("invalid_schedule", problem)
@@ -279,6 +322,15 @@ class AgentPolicy:
             mode="defer" if background else "suspend",
             approval_ttl_s=profile.approval_ttl_s,
         )
+
+
+def _check_access(access: ProfileAccess) -> None:
+    for kind, roles in (("chat", access.chat), ("answer", access.answer)):
+        for role in roles:
+            if role not in ROLES:
+                known = ", ".join(ROLES)
+                message = f"access.{kind} names {role!r}, which is not a role ({known})"
+                raise ProfileError("unknown_role", message)
 
 
 def _covers(entries: frozenset[str], entry: str) -> bool:

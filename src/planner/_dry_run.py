@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from context import Budgets, SourceLoad, covers
+from context import Budgets, ClientContext, SourceLoad, covers
 from planner._estimate import CostEstimate, estimate_execution
 from planner._planner import Planning, PlanOutcome, make_plan
 from providers import Message, Model
@@ -61,11 +61,15 @@ async def dry_run(
     merger_model: str,
     history: Sequence[Message] = (),
     loaded: Sequence[SourceLoad] = (),
+    client: ClientContext | None = None,
 ) -> DryRun:
     """Plan ``message`` and say what executing the plan would load, allocate and cost
-    (with ``budgets`` for the executor and merger calls, priced for their models)."""
+    (with ``budgets`` for the executor and merger calls, priced for their models); the
+    planner sees the request's ``client`` context as a turn's does."""
     described = [load.describe() for load in loaded]
-    outcome = await make_plan(model, message, planning, history=history, loaded=described)
+    outcome = await make_plan(
+        model, message, planning, history=history, loaded=described, client=client
+    )
     plan = outcome.plan
     sources = []
     for pick in plan.sources:

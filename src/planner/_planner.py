@@ -20,10 +20,12 @@ from pydantic import ValidationError
 from context import (
     PLANNER_BUDGET,
     BudgetReport,
+    ClientContext,
     Item,
     RoleBudget,
     SectionFill,
     TokenCounter,
+    client_section,
     fit_growing,
     fit_history,
     fit_section,
@@ -105,6 +107,7 @@ async def make_plan(
     history: Sequence[Message] = (),
     loaded: Sequence[str] = (),
     user_data: SectionFill | None = None,
+    client: ClientContext | None = None,
     on_error: Literal["raise", "fallback"] = "raise",
 ) -> PlanOutcome:
     """Plan ``message``; never raises for a bad plan or a timeout. A provider failure
@@ -115,7 +118,8 @@ async def make_plan(
     catalogue into ``system``, the conversation into ``conversation``, what the session
     already loaded into ``context``. ``user_data`` is the agent's user-data block (the
     ``profile`` section's fill): its own system block after the static one, carrying
-    the cache breakpoint of the per-user tier.
+    the cache breakpoint of the per-user tier. ``client`` is the request's client
+    context: its block (the ``client`` section) goes with the request, to pick sources.
     """
     started = time.monotonic()
     catalogue, limits, budget = planning.catalogue, planning.limits, planning.budget
@@ -128,11 +132,15 @@ async def make_plan(
             system = (*system, SystemBlock(text=user_data.text, cache=True))
     conversation = fit_history(history, budget.tokens("conversation"), counter=counter)
     known = fit_text("context", budget.tokens("context"), "; ".join(loaded), counter=counter)
+    fills += [conversation.fill, known]
+    budget, about = client_section(client, budget, reply=False, counter=counter)
+    fills += [about] if about is not None else []
     calls = _Calls(model, system, conversation.messages, planning.timeout_s)
-    calls.report = BudgetReport.build(budget, [*fills, conversation.fill, known])
+    calls.report = BudgetReport.build(budget, fills)
     attempt = _Attempt(
-        catalogue=catalogue, limits=limits, loaded=[known.text] if known.text else []
-    )
+        catalogue=catalogue, limits=limits, loaded=[known.text] if known.text else [],
+        client=about.text if about is not None else "",
+    )  # fmt: skip
     try:
         plan = await attempt.run(calls, message)
         if plan is not None:
@@ -162,6 +170,7 @@ class _Attempt:
     catalogue: Catalogue
     limits: PlanLimits
     loaded: list[str]
+    client: str = ""
     first: tuple[str, ...] = ()
     sources: tuple[SourcePick, ...] = ()
 
@@ -170,7 +179,9 @@ class _Attempt:
         problems: list[str] = []
         replies: list[str] = []
         for attempt in (1, 2):
-            text = await calls.ask(render_request(message, self.loaded), replies, problems)
+            text = await calls.ask(
+                render_request(message, self.loaded, self.client), replies, problems
+            )
             plan, problems = _check(text, self.catalogue, self.limits)
             if attempt == 1:
                 self.first = tuple(problems)

@@ -58,10 +58,14 @@ def catalogue_items(rules: str, tools: Mapping[str, str], sources: Mapping[str, 
     ]
 
 
-def render_request(message: str, loaded: Sequence[str]) -> str:
+def render_request(message: str, loaded: Sequence[str], client: str = "") -> str:
+    """The planner's user message: what the session holds, the client's context block
+    (where the user is: it may call for an entity's source), then the request."""
     parts = []
     if loaded:
         parts.append("Already loaded in this session: " + "; ".join(loaded))
+    if client:
+        parts.append(client)
     parts.append(f"User request:\n{message}")
     return "\n\n".join(parts)
 

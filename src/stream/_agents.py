@@ -16,6 +16,7 @@ from litestar.params import FromPath, JSONBody
 from pydantic import BaseModel, Field
 
 from fleet import (
+    DEFAULT_HANDLE,
     HANDLE_PATTERN,
     Agent,
     AgentNotFoundError,
@@ -54,6 +55,42 @@ def require_manager(principal: Principal, what: str = "change agents") -> None:
     """403 unless the caller is the org's owner or staff (``what``: what they may do)."""
     if principal.role not in _MANAGERS:
         raise ApiError(403, "forbidden", f"Only owner or staff may {what}")
+
+
+def require_chat(agent: Agent, principal: Principal) -> None:
+    """403 ``forbidden_role`` unless the agent's profile lets the caller's role talk to it
+    (checked before anything is stored, counted or sent to a model)."""
+    if not agent.profile.access.may_chat(principal.role):
+        roles = " or ".join(agent.profile.access.chat) or "no one"
+        raise ApiError(
+            403,
+            "forbidden_role",
+            f"The agent {agent.handle!r} talks only to {roles} (your role: {principal.role}); "
+            "an owner or staff may change its access",
+        )
+
+
+def require_answer(agent: Agent, principal: Principal, *, session_user: str) -> None:
+    """403 ``forbidden_role`` unless the caller may answer the agent's confirmations and
+    picks in ``session_user``'s session (a member: only in their own)."""
+    own = principal.user_id == session_user
+    if not agent.profile.access.may_answer(principal.role, own_session=own):
+        roles = " or ".join(agent.profile.access.answer) or "no one"
+        raise ApiError(
+            403,
+            "forbidden_role",
+            f"Only {roles} may answer the confirmations and picks of agent {agent.handle!r} "
+            f"(a member only in their own sessions; your role: {principal.role})",
+        )
+
+
+async def session_agent(services: Services, org_id: str, handle: str | None) -> Agent:
+    """The agent a session talks to, for its access rules: one deleted since answers by
+    the built-in defaults' rules (its calls still wait for someone)."""
+    try:
+        return await services.agents.get(org_id, handle)
+    except AgentNotFoundError:
+        return Agent(handle or DEFAULT_HANDLE, 0, AgentProfile(name=handle or DEFAULT_HANDLE))
 
 
 def _out(agent: Agent, toolsets: list[AgentToolsetOut] | None = None) -> AgentOut:

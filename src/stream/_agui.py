@@ -57,9 +57,12 @@ from pydantic_core import PydanticCustomError
 
 from executors import PendingCall
 from fleet import HANDLE_PATTERN
-from store import StoredEvent
+from store import SessionRecord, StoredEvent
+from stream._agents import require_answer, require_chat, session_agent
 from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
+from stream._auth import Principal
 from stream._bounds import BLANKS, MESSAGE_PATTERN, THREAD_ID_PATTERN, MessageText
+from stream._client import MAX_NOTES_CHARS, ClientContextIn
 from stream._errors import ApiError
 from stream._questions import Waiting, is_pending, waiting_turn
 from stream._resolve import ConfirmIn, PickIn, _not_waiting, answer_call
@@ -163,7 +166,9 @@ class AgUiMessage(BaseModel):
 
 
 class AgUiProps(BaseModel):
-    """``forwardedProps``: Bosun reads ``agent`` and ``model`` and ignores the rest."""
+    """``forwardedProps``: Bosun reads ``agent``, ``model``, ``planner_model`` (as
+    ``POST /v1/chat`` does) and ``context`` (a chat request's client context), and ignores
+    the rest."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -171,7 +176,19 @@ class AgUiProps(BaseModel):
         default=None, pattern=HANDLE_PATTERN, description="The agent a new thread talks to."
     )
     model: str | None = Field(
-        default=None, max_length=200, description="A model spec among the server's allowed ones."
+        default=None,
+        max_length=200,
+        description="The model of every role that answers: a spec among the server's allowed "
+        "ones (else 422 model_not_allowed).",
+    )
+    planner_model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The planner's model: a spec among the server's allowed ones (else 422 "
+        "model_not_allowed); omit to keep the planner's own.",
+    )
+    context: ClientContextIn | None = Field(
+        default=None, description="The client context, as a chat request's `context`."
     )
 
 
@@ -187,8 +204,9 @@ class AgUiResume(BaseModel):
 
 class AgUiRunIn(ProtocolBody):
     """``RunAgentInput``: ``threadId``, ``runId``, ``messages`` (the newest user message is
-    read), ``forwardedProps`` (``agent``, ``model``) and ``resume``; ``tools``,
-    ``context`` and ``state`` are accepted and ignored (Bosun's tools are its own).
+    read), ``forwardedProps`` (``agent``, ``model``, ``context``), ``context`` (its
+    ``{description, value}`` entries join the client context's notes) and ``resume``;
+    ``tools`` and ``state`` are accepted and ignored (Bosun's tools are its own).
     ``tools`` is left undeclared: the OpenAPI states an agent profile's ``tools`` by that
     name, and the body's size and depth bound it as they bound every field."""
 
@@ -266,6 +284,26 @@ def _refused(exc: ApiError) -> Response[bytes]:
     )
 
 
+def agui_context(context: ClientContextIn | None, entries: list[Any]) -> ClientContextIn | None:
+    """``forwardedProps.context`` with AG-UI's own ``context`` entries (``{description,
+    value}``, what CopilotKit's readables send) added to its notes as ``description:
+    value`` lines, cut to the notes' bound; entries of another shape are ignored."""
+    lines = [
+        f"{entry['description']}: {entry['value']}"
+        for entry in entries
+        if isinstance(entry, dict)
+        and isinstance(entry.get("description"), str)
+        and isinstance(entry.get("value"), str)
+    ]
+    if not lines:
+        return context
+    base = context or ClientContextIn()
+    notes = "\n".join([*([base.notes] if base.notes else []), *lines])
+    if len(notes) > MAX_NOTES_CHARS:
+        notes = notes[: MAX_NOTES_CHARS - 1] + "…"
+    return base.model_copy(update={"notes": notes})
+
+
 async def _start(
     services: Services, request: AuthedRequest, data: AgUiRunIn, key: str | None
 ) -> tuple[str, str, int]:
@@ -276,7 +314,11 @@ async def _start(
     )
     if newest is not None and newest.role == "user":
         props = data.forwardedProps or AgUiProps()
-        options = {"agent": props.agent, "model": props.model, "idempotency_key": key}
+        options = {
+            "agent": props.agent, "model": props.model,
+            "planner_model": props.planner_model, "idempotency_key": key,
+            "context": agui_context(props.context, data.context),
+        }  # fmt: skip
         handle = await start_thread_turn(
             services, request, data.threadId, newest.text, options=options
         )
@@ -317,6 +359,7 @@ async def _resume(
         )
     answers = [(calls[e.interruptId], _answer(e, calls[e.interruptId])) for e in entries]
     assert waiting is not None  # there are open calls
+    await _may_resume(services, request.user, record, [a for _, a in answers])
     afters: list[int] = []
     turn_id = waiting.turn.id
     for call, answer in answers:  # questions last: answering them resumes the turn
@@ -331,6 +374,22 @@ async def _resume(
         afters.append(handle.after)
         turn_id = handle.turn_id
     return session_id, turn_id, min(afters)
+
+
+async def _may_resume(
+    services: Services,
+    principal: Principal,
+    record: SessionRecord,
+    answers: list[ConfirmIn | PickIn | str],
+) -> None:
+    """403 ``forbidden_role`` before any answer is recorded when the agent lets the
+    caller answer none of them: its confirmations and picks (``access.answer``) or its
+    questions, answered as a chat message (``access.chat``)."""
+    agent = await session_agent(services, principal.org_id, record.agent)
+    if any(not isinstance(a, str) for a in answers):
+        require_answer(agent, principal, session_user=record.user_id)
+    if any(isinstance(a, str) for a in answers):
+        require_chat(agent, principal)
 
 
 async def _open_calls(services: Services, waiting: Waiting | None) -> dict[str, PendingCall]:

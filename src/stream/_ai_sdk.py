@@ -37,6 +37,7 @@ from fleet import HANDLE_PATTERN
 from store import StoredEvent
 from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
 from stream._bounds import BLANKS, THREAD_ID_PATTERN, int_query
+from stream._client import ClientContextIn
 from stream._errors import ApiError
 from stream._questions import is_pending, waiting_turn
 from stream._resolve import ConfirmIn, PickIn, answer_call
@@ -133,7 +134,9 @@ def _one_trigger(trigger: str) -> str:
 
 class AiSdkChatIn(ProtocolBody):
     """``DefaultChatTransport``'s body: ``{id, messages, trigger, messageId}`` and the
-    transport's ``body`` fields (``agent`` and ``model`` are read; others are kept out)."""
+    transport's ``body`` fields (``agent``, ``model``, ``planner_model`` and ``context``,
+    a chat request's client context, are read, as ``POST /v1/chat`` reads them; others are
+    kept out)."""
 
     id: str = Field(pattern=THREAD_ID_PATTERN, description="The chat: a Bosun session.")
     messages: list[UIMessage] = Field(
@@ -149,7 +152,19 @@ class AiSdkChatIn(ProtocolBody):
         default=None, pattern=HANDLE_PATTERN, description="The agent a new chat talks to."
     )
     model: str | None = Field(
-        default=None, max_length=200, description="A model spec among the server's allowed ones."
+        default=None,
+        max_length=200,
+        description="The model of every role that answers: a spec among the server's allowed "
+        "ones (else 422 model_not_allowed).",
+    )
+    planner_model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The planner's model: a spec among the server's allowed ones (else 422 "
+        "model_not_allowed); omit to keep the planner's own.",
+    )
+    context: ClientContextIn | None = Field(
+        default=None, description="The client context, as a chat request's `context`."
     )
 
     @property
@@ -188,7 +203,11 @@ async def ai_sdk_chat(
     message = data.last
     if message.role != "user":
         return await _answer(services, request, data.id, message, v5=ai_sdk == 5)
-    options = {"agent": data.agent, "model": data.model, "idempotency_key": idempotency_key}
+    options = {
+        "agent": data.agent, "model": data.model, "planner_model": data.planner_model,
+        "context": data.context,
+        "idempotency_key": idempotency_key,
+    }  # fmt: skip
     try:
         handle = await start_thread_turn(services, request, data.id, message.text, options=options)
     except ApiError as exc:

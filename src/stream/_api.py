@@ -25,6 +25,14 @@ from fleet import (
 from store import Store
 from stream._auth import Principal, TokenConfig
 from stream._bounds import MAX_CONTEXT_KEYS, UUID_PATTERN, MessageText
+from stream._client import (
+    BUILDOS_FIELDS,
+    ENTITY_ID_PATTERN,
+    ENTITY_TYPE_PATTERN,
+    ClientContextIn,
+    ProjectFocus,
+    merged_context,
+)
 from stream._deliveries import DeliveryLimits
 from tools import McpPool, OpenApiProvider  # at run time: Litestar reads Services' fields
 from turn import ModelResolver, TurnKit, TurnRunner
@@ -125,11 +133,23 @@ class ChatRequest(RequestBody):
     session_id: str | None = Field(
         default=None, pattern=UUID_PATTERN, description="Continue this session; omit to start one."
     )
-    context: dict[str, Any] | None = Field(
-        default=None, max_length=64, description="Client context (unused yet)."
+    context: ClientContextIn | None = Field(
+        default=None,
+        description="Where the user is (page, entity, focus, notes) and their locale: every "
+        "role's prompt carries it, and sources bound to the entity's type load it.",
     )
     model: str | None = Field(
-        default=None, max_length=200, description="A model spec among the server's allowed ones."
+        default=None,
+        max_length=200,
+        description="The model of every role that answers (the plan's steps, the merge, a "
+        "direct answer), over the agent's: a spec among the server's allowed ones (else 422 "
+        "model_not_allowed).",
+    )
+    planner_model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The planner's model, over the agent's and the server's: a spec among the "
+        "server's allowed ones (else 422 model_not_allowed); omit to keep the planner's own.",
     )
     agent: str | None = Field(
         default=None,
@@ -137,6 +157,20 @@ class ChatRequest(RequestBody):
         description="The agent to talk to (its handle); omit for the org's default. A "
         "session keeps the agent it started with.",
     )
+    context_type: str | None = Field(
+        default=None, pattern=ENTITY_TYPE_PATTERN, description="BuildOS: as context.context_type."
+    )
+    entity_id: str | None = Field(
+        default=None, pattern=ENTITY_ID_PATTERN, description="BuildOS: as context.entity_id."
+    )
+    project_focus: ProjectFocus | None = Field(
+        default=None, description="BuildOS: as context.project_focus."
+    )
+
+    def client_context(self) -> ClientContextIn | None:
+        """``context`` with BuildOS's top-level fields moved in (``context`` wins a tie)."""
+        top = {name: getattr(self, name) for name in BUILDOS_FIELDS}
+        return merged_context(self.context, top)
 
 
 class PlanRequest(RequestBody):
@@ -144,11 +178,15 @@ class PlanRequest(RequestBody):
     session_id: str | None = Field(
         default=None, pattern=UUID_PATTERN, description="Plan in this session's context."
     )
+    context: ClientContextIn | None = Field(
+        default=None, description="The client context, as a chat request's: the planner sees it."
+    )
 
 
 class ChatResponse(BaseModel):
     """A finished turn: ``status`` and ``error`` as its ``done`` and ``error`` events say;
-    ``partial`` with ``failed_steps`` when the answer stands without some of its steps."""
+    ``partial`` with ``failed_steps`` when the answer stands without some of its steps;
+    ``stop_reason`` as its answer's ``message_done`` says (why a cut answer was cut)."""
 
     session_id: str
     turn_id: str
@@ -159,6 +197,7 @@ class ChatResponse(BaseModel):
     error: dict[str, Any] | None = None
     partial: bool = False
     failed_steps: list[dict[str, Any]] = Field(default_factory=list)
+    stop_reason: str | None = None
 
 
 class EventOut(BaseModel):
@@ -259,6 +298,11 @@ class MessageOut(BaseModel):
     tool_calls: list[ToolCallOut] = Field(default_factory=list)
     steps: list[StepOut] = Field(
         default_factory=list, description="The plan's steps, on the message its plan began."
+    )
+    stop_reason: str | None = Field(
+        default=None,
+        description="Why a complete answer ended (its message_done's): end_turn, or why it "
+        "was cut short (max_tokens, max_model_turns, time_limit, turn_budget, max_tool_calls).",
     )
 
 

@@ -167,6 +167,7 @@ def create_app(
                 settings={
                     "message": {"maxLength": config.max_message_chars},
                     "model": {"enum": [*services.models.allowed, None]},
+                    "planner_model": {"enum": [*services.models.allowed, None]},
                 },
                 choices=profile_choices(services.agents.policy),
             ),

@@ -1,9 +1,10 @@
 """The approval inbox: every tool call of the org waiting for a person, and the answers.
 
-Owners and staff see and answer them. A deferred call (the run went on with "queued for
-approval") is answered by the approval desk: approved runs it in the background, once.
-A suspended call (a chat turn waits) is answered through the turn's own path, exactly
-as ``/confirm`` does, so its turn resumes and its stream goes on.
+Owners and staff see them and answer those their agent's ``access.answer`` lets them.
+A deferred call (the run went on with "queued for approval") is answered by the approval
+desk: approved runs it in the background, once. A suspended call (a chat turn waits) is
+answered through the turn's own path, exactly as ``/confirm`` does, so its turn resumes
+and its stream goes on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fleet import (
     ApprovalNotFoundError,
 )
 from store import ApprovalRecord, ApprovalStatus, Decision
+from stream._agents import require_answer, session_agent
 from stream._agents import require_manager as agents_require_manager
 from stream._api import AuthedRequest, Services, ServicesDep
 from stream._auth import Principal
@@ -155,6 +157,8 @@ async def _answer(
 ) -> ApprovalOut:
     require_manager(principal)
     approval = await _approval(services, principal, approval_id)
+    agent = await session_agent(services, principal.org_id, approval.agent)
+    require_answer(agent, principal, session_user=approval.user_id)
     reason = data.reason if data is not None else None
     desk = services.approvals
     try:

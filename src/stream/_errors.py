@@ -27,6 +27,7 @@ from providers import ModelError, ProviderErrorCode
 ErrorCode = Literal[
     "unauthorized",
     "forbidden",
+    "forbidden_role",
     "not_found",
     "invalid_request",
     "payload_too_large",
@@ -55,6 +56,7 @@ ErrorCode = Literal[
     "invalid_schedule",
     "unknown_tool",
     "unknown_source",
+    "unknown_role",
     "model_not_allowed",
     "invalid_webhook_url",
     "invalid_webhook_secret",

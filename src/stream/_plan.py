@@ -14,6 +14,7 @@ from context import compact_messages, history, loads_from_log
 from planner import DryRun, dry_run
 from providers import ModelError
 from store import StoredEvent
+from stream._agents import require_chat, session_agent
 from stream._api import AuthedRequest, PlanRequest, Services, ServicesDep
 from stream._auth import Principal
 from stream._bounds import check_message_length
@@ -33,8 +34,13 @@ async def plan_dry_run(
     if models.planner is None:
         raise ApiError(503, "agent_disabled", AGENT_DISABLED)
     events: list[StoredEvent] = []
+    session = None
     if data.session_id is not None:
         session = await session_for(services, principal, data.session_id)
+    # A dry run is a chat without its execution: the agent's chat roles apply.
+    handle = session.agent if session is not None else None
+    require_chat(await session_agent(services, principal.org_id, handle), principal)
+    if session is not None:
         events = await services.store.log.read(session.id)
     await enforce_rate_limits(services, principal)
     kit = services.kit
@@ -74,4 +80,5 @@ async def _dry_run(
         merger_model=(models.answer or models.planner).name,
         history=compact_messages(history(events).messages),
         loaded=loads_from_log(events),
+        client=data.context.to_client(None) if data.context is not None else None,
     )

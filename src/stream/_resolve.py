@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from events import Done, Event, ToolResolved
 from executors import PendingCall
 from store import Store
+from stream._agents import require_answer, session_agent
 from stream._api import AuthedRequest, Services, ServicesDep
 from stream._auth import Principal
 from stream._errors import ApiError
@@ -92,8 +93,11 @@ async def answer_call(
     """Record ``principal``'s answer to a call the session's suspended turn waits for,
     and resume the turn once nothing else waits: where its stream goes on from (the log
     position before the answer) and the turn's id. The inbox answers suspended calls so.
+    A role the agent's ``access.answer`` leaves out is refused before anything is recorded.
     """
     record = await session_for(services, principal, session_id)
+    agent = await session_agent(services, principal.org_id, record.agent)
+    require_answer(agent, principal, session_user=record.user_id)
     store = services.store
     async with services.locks(record.id):
         waiting = await waiting_turn(store, record.id)

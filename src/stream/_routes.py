@@ -14,10 +14,10 @@ from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
-from context import CallDetail, MessageDetail, answer_text, session_messages
+from context import CallDetail, ClientContext, MessageDetail, answer_text, session_messages
 from fleet import DEFAULT_HANDLE, AgentSetup
 from store import IdempotencyClaim, SessionRecord, StoredEvent, TurnInProgressError
-from stream._agents import agent_or_404
+from stream._agents import agent_or_404, require_chat
 from stream._api import (
     ArtifactRefOut,
     AuthedRequest,
@@ -39,6 +39,7 @@ from stream._api import (
 )
 from stream._auth import Principal
 from stream._bounds import check_message_length, event_cursor, int_query, utc_instant
+from stream._client import request_locale
 from stream._errors import ApiError, trace_id_of
 from stream._limits import enforce_rate_limits
 from stream._questions import answer_questions
@@ -73,27 +74,37 @@ async def session_for(services: Services, principal: Principal, session_id: str)
 
 
 async def _pick_models(
-    services: Services, org_id: str, spec: str | None, setup: AgentSetup
+    services: Services, org_id: str, body: ChatRequest | None, setup: AgentSetup
 ) -> TurnRoleModels:
+    """The turn's models: the agent's, with the answering roles' (``body.model``) and the
+    planner's (``body.planner_model``) that the request picked; a spec the server does not
+    offer is 422 ``model_not_allowed``, before anything starts."""
+    requested = body.model if body is not None else None
+    planner = body.planner_model if body is not None else None
     try:
-        return await services.models.resolve(org_id=org_id, requested=spec, roles=setup.specs)
+        return await services.models.resolve(
+            org_id=org_id, requested=requested, planner=planner, roles=setup.specs
+        )
     except ModelNotAllowedError as exc:
         allowed = ", ".join(services.models.allowed) or "none"
-        message = f"Model {exc.args[0]!r} is not allowed here (allowed: {allowed})"
-        raise ApiError(400, "invalid_request", message) from None
+        where = "" if exc.field == "models" else f" ({exc.field})"
+        message = f"Model {exc.spec!r}{where} is not allowed here (allowed: {allowed})"
+        raise ApiError(422, "model_not_allowed", message) from None
 
 
 async def _pick_agent(
     services: Services, principal: Principal, asked: str | None, session: SessionRecord | None
 ) -> AgentSetup:
     """The agent a chat talks to: the session's (a session keeps its agent), else the one
-    asked for, else the org's default. A paused agent takes no new turns."""
+    asked for, else the org's default. A role its profile does not talk to is refused,
+    then a paused agent takes no new turns: both before anything is stored or counted."""
     if session is not None and asked is not None and asked != (session.agent or DEFAULT_HANDLE):
         raise ApiError(
             409, "agent_mismatch", f"This session talks to {session.agent or DEFAULT_HANDLE!r}"
         )
     handle = session.agent if session is not None else asked
     agent = await agent_or_404(services, principal.org_id, handle)
+    require_chat(agent, principal)
     if agent.paused:
         raise ApiError(409, "agent_paused", agent.paused_message())
     return await services.agents.setup(agent, org_id=principal.org_id)
@@ -119,7 +130,8 @@ async def start_turn(
     if body.session_id is not None:
         session = await session_for(services, principal, body.session_id)
     setup = await _pick_agent(services, principal, body.agent, session)
-    models = await _pick_models(services, principal.org_id, body.model, setup)
+    models = await _pick_models(services, principal.org_id, body, setup)
+    client = client_of(request, body)
     session_id = session.id if session is not None else None
     claim = None
     if key is not None:
@@ -140,7 +152,8 @@ async def start_turn(
         if handle is None:
             handle = await _open_turn(
                 services, principal, body.message, (session_id, new_session_id),
-                (setup, models, body.model), trace_id=trace_id_of(request),
+                (setup, models, (body.model, body.planner_model)),
+                trace_id=trace_id_of(request), client=client,
             )  # fmt: skip
     except BaseException:
         if claim is not None:  # no turn started: a retry may claim the key again
@@ -168,7 +181,12 @@ async def send_message(
         if handle is not None:
             return handle
     return await _open_turn(
-        services, principal, text, (session_id, None), (setup, models, None), trace_id=trace_id
+        services,
+        principal,
+        text,
+        (session_id, None),
+        (setup, models, (None, None)),
+        trace_id=trace_id,
     )
 
 
@@ -177,13 +195,16 @@ async def _open_turn(
     principal: Principal,
     text: str,
     session: tuple[str | None, str | None],
-    chosen: tuple[AgentSetup, TurnRoleModels, str | None],
+    chosen: tuple[AgentSetup, TurnRoleModels, tuple[str | None, str | None]],
     *,
     trace_id: str,
+    client: ClientContext | None = None,
 ) -> TurnHandle:
     """Start a turn in the session (``session``: its id, or none yet and the id to give
-    the new one, if chosen) with the agent, models and model spec ``chosen``."""
-    setup, models, model_spec = chosen
+    the new one, if chosen) with the agent, models and the model specs the request picked
+    (answering roles', planner's) ``chosen``, and the request's ``client`` context; the job
+    records those, so a resume or a takeover runs with the same choice."""
+    setup, models, (model_spec, planner_spec) = chosen
     agent = setup.agent
     session_id, new_id = session
     if session_id is None:
@@ -202,7 +223,7 @@ async def _open_turn(
         return services.runner.queue(
             session_id=session_id, org_id=principal.org_id, user_id=principal.user_id,
             role=principal.role, text=text, trace_id=trace_id, model_spec=model_spec,
-            agent=version,
+            planner_spec=planner_spec, agent=version, client=client,
         )  # fmt: skip
 
     if strategy != "reject" and await services.store.queue.waiting(session_id):
@@ -211,7 +232,8 @@ async def _open_turn(
         return await services.runner.start(
             session_id=session_id, org_id=principal.org_id, user_id=principal.user_id,
             role=principal.role, text=text, trace_id=trace_id, model_spec=model_spec,
-            agent=version, kit=setup.kit, models=models,
+            planner_spec=planner_spec, agent=version, kit=setup.kit, models=models,
+            client=client,
         )  # fmt: skip
     except TurnInProgressError as busy:
         if strategy == "reject":
@@ -246,6 +268,17 @@ async def _interrupt(services: Services, turn_id: str) -> None:
     else its worker sees the stop request when it renews the lease (a third of it)."""
     if await services.store.queue.stop(turn_id, "interrupted"):
         services.runner.interrupt(turn_id)
+
+
+def client_of(request: AuthedRequest, body: ChatRequest) -> ClientContext | None:
+    """The request's client context and locale (``context.locale``, ``x-locale``, then
+    ``Accept-Language``); ``None`` when it has neither."""
+    context = body.client_context()
+    headers = request.headers
+    locale = request_locale(context, headers.get("x-locale"), headers.get("accept-language"))
+    if context is None:
+        return ClientContext(locale=locale) if locale else None
+    return context.to_client(locale)
 
 
 def _check_key(key: str) -> None:
@@ -342,6 +375,7 @@ async def chat(
     done = next((e.data for e in reversed(events) if e.type == "done"), {})
     usage = next((e.data for e in events if e.type == "usage"), None)
     error = next((e.data for e in reversed(events) if e.type == "error"), None)
+    ended = next((e.data for e in reversed(events) if e.type == "message_done"), {})
     return ChatResponse(
         session_id=handle.session_id,
         turn_id=handle.turn_id,
@@ -352,6 +386,7 @@ async def chat(
         error=error,
         partial=bool(done.get("partial")),
         failed_steps=done.get("failed_steps", []),
+        stop_reason=ended.get("stop_reason"),
     )
 
 
@@ -460,6 +495,7 @@ def _message_out(message: MessageDetail) -> MessageOut:
             )
             for s in message.steps
         ],
+        stop_reason=message.stop_reason,
     )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from fleet import (
     RunRequest,
 )
 from store import AuditEntry, RunFigures, RunRecord, StoredEvent, ToolExecutionRecord
+from stream._agents import agent_or_404, require_chat
 from stream._api import (
     AuthedRequest,
     RunDetail,
@@ -86,6 +87,7 @@ async def create_run(
 ) -> RunOut:
     principal = request.user
     check_message_length(data.task, services.config.max_message_chars)
+    require_chat(await agent_or_404(services, principal.org_id, handle), principal)
     ask = RunRequest(
         org_id=principal.org_id, user_id=principal.user_id, role=principal.role, agent=handle,
         task=data.task, context=data.context, idempotency_key=data.idempotency_key,

@@ -4,7 +4,11 @@
 One failure rule (docs/api.md): when the provider failed and no step did its work (a
 ``tool`` plan's one step, or every step of a ``complex`` one) the turn fails with that
 provider error; otherwise the answer stands on the steps that worked, and ``done`` names
-the failed ones (``partial``).
+the failed ones (``partial``). An answer is never empty: a ``tool`` plan whose step wrote
+no text fails with the step's code (``step_overran``, ``step_timed_out``; ``empty_answer``
+when it simply said nothing), as does an empty merge; an answer a bound cut short says
+which in its ``stop_reason`` (``time_limit``, ``turn_budget``, ``max_model_turns``,
+``max_tool_calls``).
 A step that needs the user suspends the turn: the suspension is logged (``turn_suspended``,
 operator-only), its pending calls are announced (``confirmation_pending`` /
 ``disambiguation_pending``) and the turn ends ``suspended``; ``stream._resolve`` resumes it.
@@ -16,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
-from context import Item, SourceScope, knowledge_items
+from context import ClientContext, Item, SourceScope, knowledge_items
 from events import FailedStep, TurnStatus
 from executors import (
+    CutReason,
     Emit,
     ExecutorKit,
     PlanSuspended,
@@ -51,7 +56,7 @@ the answer's writer; compaction keeps a long session well under it."""
 @dataclass(frozen=True, slots=True)
 class Executed:
     status: TurnStatus
-    stop_reason: StopReason | None  # None when the turn suspended before any answer
+    stop_reason: StopReason | CutReason | None  # None: suspended before any answer
     failed: tuple[FailedStep, ...] = ()  # steps that did not do their work: a partial answer
 
 
@@ -92,12 +97,30 @@ async def execute_plan(
         provider_failure(outcome.results)  # nothing stands without the provider: fail
         step_limit(outcome.results, FORCED_ENDS)  # nor a forced loop that went wrong
     if plan.strategy == "tool":  # the step's executor already streamed the answer
-        return Executed(status="completed", stop_reason="end_turn", failed=failed)
+        [result] = outcome.results
+        return Executed(status="completed", stop_reason=streamed_answer(result), failed=failed)
     merged = await merge(
-        plan, outcome.results, writer=_writer(kit, crew, scope), user_text=ask.text,
+        plan, outcome.results, writer=_writer(kit, crew, scope, ask.client), user_text=ask.text,
         view=ask.view, emit=emit, knowledge=ask.knowledge,
     )  # fmt: skip
+    if not merged.text.strip():
+        raise StepLimitError(EMPTY_ANSWER, "empty_answer")
     return Executed(status="completed", stop_reason=merged.stop_reason, failed=failed)
+
+
+EMPTY_ANSWER = "The model wrote no answer; retry, or rephrase the request"
+
+
+def streamed_answer(result: StepResult) -> StopReason | CutReason:
+    """The ``stop_reason`` of the answer a ``tool`` plan's step streamed: the bound that
+    cut it short, else ``end_turn``. Raise ``StepLimitError`` with the step's code when it
+    wrote nothing at all: an empty answer is never a completed turn."""
+    if result.said is False:  # None (a step restored from the log) is given the benefit
+        if result.error is None:
+            raise StepLimitError(EMPTY_ANSWER, "empty_answer")
+        message = f"Step {result.step_id} wrote no answer. {result.error.message}"
+        raise StepLimitError(message, result.error.code)
+    return result.cut or "end_turn"
 
 
 def _executor_kit(
@@ -124,16 +147,20 @@ def _executor_kit(
         steps=None if kit.max_steps is None else StepCounter(kit.max_steps),
         loop=kit.loop,
         history=ask.view if continues else None,
+        client=ask.client,
+        to_user=continues,  # its text is the answer the user reads
         user_data=kit.user_data_for(kit.budgets.executor, source_scope(scope), counter),
         knowledge=tuple(knowledge_items(ask.knowledge)),
     )
 
 
-def _writer(kit: TurnKit, crew: Crew, scope: TurnScope) -> Writer:
+def _writer(
+    kit: TurnKit, crew: Crew, scope: TurnScope, client: ClientContext | None = None
+) -> Writer:
     """Who writes a ``complex`` plan's answer from its steps' results."""
     return Writer(
         model=crew.merger, counter=kit.counter(crew.merger), budget=kit.budgets.merger,
-        identity=kit.identity, caller=scope.caller,
+        identity=kit.identity, caller=scope.caller, client=client,
     )  # fmt: skip
 
 
@@ -177,8 +204,8 @@ def failed_steps(results: Sequence[StepResult]) -> tuple[FailedStep, ...]:
 
 class StepLimitError(Exception):
     """The turn's executors used every step their agent allows (``code`` ``max_steps``),
-    or its forced loop ended wrongly (``max_iterations``, ``no_tool_call``); ``message``
-    says what was done by then (a partial summary)."""
+    its forced loop ended wrongly (``max_iterations``, ``no_tool_call``), or its answer is
+    empty (the step's code, or ``empty_answer``); ``message`` says what was done by then."""
 
     def __init__(self, message: str, code: str = "max_steps") -> None:
         super().__init__(message)

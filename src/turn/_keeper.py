@@ -129,7 +129,9 @@ class Keeper:
             kit, models = await self._runner.setups(job)
         else:
             models = await self._models.resolve_offered(
-                org_id=str(job["org_id"]), requested=job.get("model")
+                org_id=str(job["org_id"]),
+                requested=job.get("model"),
+                planner=job.get("planner_model"),
             )
         _log.warning(
             "turn.taken_over",

@@ -17,7 +17,13 @@ from turn._turn import TurnModels
 
 
 class ModelNotAllowedError(LookupError):
-    """A request named a model spec this server does not offer."""
+    """A request (its ``field``) or an agent's profile named a model spec this server
+    does not offer (``ModelResolver.allowed``)."""
+
+    def __init__(self, spec: str, field: str = "models") -> None:
+        super().__init__(spec, field)
+        self.spec = spec
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,18 +46,31 @@ class ModelResolver:
         return sorted(self._models.selectable)
 
     async def resolve(
-        self, *, org_id: str, requested: str | None, roles: Mapping[str, str] | None = None
+        self,
+        *,
+        org_id: str,
+        requested: str | None,
+        planner: str | None = None,
+        roles: Mapping[str, str] | None = None,
     ) -> TurnRoleModels:
         """The turn's models. ``roles`` (an agent profile's spec per role) replaces the
-        server's for those roles; ``requested`` (a spec the server allows) replaces the
-        answer's. A spec the server does not offer is ``ModelNotAllowedError``."""
-        models, roles = self._models, roles or {}
-        if requested is None and "merger" in roles:
-            requested = roles["merger"]
-        if requested is None:
-            answer = (models.specs.get("merger") or models.specs.get("executor"), models.answerer)
+        server's for those roles; ``requested`` (a spec the server allows) replaces every
+        answering role's (the executor's and the merger's), over the profile's too: the
+        request wins, within ``allowed``. ``planner`` replaces the planner's the same way;
+        without it the planner keeps its own (cheap) model. A spec the server does not
+        offer is ``ModelNotAllowedError`` (naming the field it came in)."""
+        models, roles = self._models, dict(roles or {})
+        if requested is not None:
+            self._offered(requested, field="model")
+            roles["executor"] = roles["merger"] = requested
+        if planner is not None:
+            self._offered(planner, field="planner_model")
+            roles["planner"] = planner
+        answer: tuple[str | None, Model | None]
+        if "merger" in roles:
+            answer = (roles["merger"], self._offered(roles["merger"]))
         else:
-            answer = (requested, self._offered(requested))
+            answer = (models.specs.get("merger") or models.specs.get("executor"), models.answerer)
         keys: dict[str, str | None] = {}
         resolved = [
             await self._for_org(org_id, spec, model, keys)
@@ -65,24 +84,31 @@ class ModelResolver:
         return TurnRoleModels(*resolved)
 
     async def resolve_offered(
-        self, *, org_id: str, requested: str | None, roles: Mapping[str, str] | None = None
+        self,
+        *,
+        org_id: str,
+        requested: str | None,
+        planner: str | None = None,
+        roles: Mapping[str, str] | None = None,
     ) -> TurnRoleModels:
         """``resolve``, falling back on what is still offered: for a turn started earlier
-        (a resume, a takeover, a queued run) whose model or agent's specs the server has
-        since stopped offering. Tries the request with the roles, then the roles alone,
-        then the server's models."""
-        tries = [(requested, roles or {}), (None, roles or {}), (None, {})]
-        for spec, role_specs in dict.fromkeys((s, tuple(r.items())) for s, r in tries):
-            try:
-                return await self.resolve(org_id=org_id, requested=spec, roles=dict(role_specs))
-            except ModelNotAllowedError:
-                continue
-        return await self.resolve(org_id=org_id, requested=None)
+        (a resume, a takeover, a queued run) whose chosen models or agent's specs the server
+        has since stopped offering. A choice still offered is kept; one that is not falls
+        back on the agent's specs, then on the server's."""
+        offered = self._models.selectable
+        requested = requested if requested in offered else None
+        planner = planner if planner in offered else None
+        try:
+            return await self.resolve(
+                org_id=org_id, requested=requested, planner=planner, roles=roles
+            )
+        except ModelNotAllowedError:
+            return await self.resolve(org_id=org_id, requested=requested, planner=planner)
 
-    def _offered(self, spec: str) -> Model:
+    def _offered(self, spec: str, *, field: str = "models") -> Model:
         model = self._models.selectable.get(spec)
         if model is None:
-            raise ModelNotAllowedError(spec)
+            raise ModelNotAllowedError(spec, field)
         return model
 
     def _for_role(

@@ -6,7 +6,7 @@ planning falls back to a safe plan, and a failing source is recorded and skipped
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import structlog
@@ -15,6 +15,7 @@ from context import (
     KNOWLEDGE_SOURCE_TOKENS,
     PROFILE_SECTION,
     Budgets,
+    ClientContext,
     History,
     RoleBudget,
     SourceLoad,
@@ -23,13 +24,14 @@ from context import (
     TokenCounter,
     UserData,
     compact_messages,
+    entity_loads,
     load_sources,
     loads_from_log,
     loads_needed,
 )
 from events import ContextBudget, ContextLoaded, Event, PlanCreated, PlanStep
 from executors import ExecutorLimits, Loop, StepShare
-from planner import Catalogue, PlanLimits, Planning, PlanOutcome, make_plan
+from planner import Catalogue, PlanLimits, Planning, PlanOutcome, SourcePick, make_plan
 from providers import Model
 from store import StoredEvent
 from tools import Capabilities, ToolRegistry, UserRole
@@ -111,7 +113,8 @@ class TurnKit:
         )
 
 
-def plan_events(outcome: PlanOutcome) -> list[Event]:
+def plan_events(outcome: PlanOutcome, models: Mapping[str, str] | None = None) -> list[Event]:
+    """The events a plan is logged as; ``models``: the spec each role runs with."""
     plan = outcome.plan
     events: list[Event] = [
         PlanCreated(
@@ -131,6 +134,7 @@ def plan_events(outcome: PlanOutcome) -> list[Event]:
             executors=plan.executors,
             repaired=outcome.repaired,
             fallback=outcome.fallback,
+            models=dict(models) if models else None,
         )
     ]
     if outcome.budget is not None:
@@ -147,8 +151,10 @@ async def plan_turn(
     view: History,
     log: Sequence[StoredEvent],
     scope: SourceScope | None = None,
+    client: ClientContext | None = None,
 ) -> PlanOutcome:
-    """Plan ``text``; with a ``scope``, the planner sees the agent's user-data block.
+    """Plan ``text``; with a ``scope``, the planner sees the agent's user-data block, and
+    the request's ``client`` context with the request.
 
     A provider failure gives the fallback plan (the turn still answers); a cap's refusal
     (``BudgetExceededError``) is not a provider failure: it raises and ends the turn."""
@@ -160,7 +166,7 @@ async def plan_turn(
         user = await loader.load() if loader is not None else None
     outcome = await make_plan(
         model, text, planning, history=compact_messages(view.messages), loaded=loaded,
-        user_data=user, on_error="fallback",
+        user_data=user, client=client, on_error="fallback",
     )  # fmt: skip
     if outcome.fallback_code is not None:  # the turn goes on: say so where operators look
         _log.warning("planner.fallback", code=outcome.fallback_code, attempts=outcome.attempts)
@@ -169,16 +175,19 @@ async def plan_turn(
 
 async def load_picked_sources(
     kit: TurnKit,
-    outcome: PlanOutcome,
+    picked: Sequence[SourcePick],
     *,
     scope: SourceScope,
     log: Sequence[StoredEvent],
     counter: TokenCounter,
+    client: ClientContext | None = None,
 ) -> list[ContextLoaded]:
-    """Fetch what the plan picked and the session does not hold yet (append-only), each
-    source whole up to the per-source cap (a longer one is cut and says so): the section
-    holds them all, since every later call of the session gets them whole."""
-    wanted = [SourceLoad(name=s.name, params=s.params) for s in outcome.plan.sources]
+    """Fetch what the plan ``picked``, after the sources bound to the ``client`` context's
+    entity (with its id), that the session does not hold yet (append-only), each source
+    whole up to the per-source cap (a longer one is cut and says so): the section holds
+    them all, since every later call of the session gets them whole."""
+    wanted = entity_loads(kit.sources, client)
+    wanted += [SourceLoad(name=s.name, params=s.params) for s in picked]
     needed = loads_needed(wanted, loads_from_log(log))
     if not needed:
         return []

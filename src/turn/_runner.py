@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from context import ClientContext
 from events import Done, Error, MessageDone, SessionStarted, TurnStatus, Usage, UserMessage
 from executors import PlanSuspended
 from planner import Plan
@@ -99,12 +100,21 @@ def _job(
     role: UserRole,
     model_spec: str | None,
     agent: tuple[str, int] | None = None,
+    planner_spec: str | None = None,
+    client: ClientContext | None = None,
 ) -> dict[str, Any]:
-    """What another worker needs to run a turn (recorded on its row): who, which model,
-    and which version of which agent (none: the server's own kit)."""
+    """What another worker needs to run a turn (recorded on its row): who, which models the
+    request picked (``model`` for the answering roles, ``planner_model`` when it named the
+    planner's), which version of which agent (none: the server's own kit) and the request's
+    client context (where the user was, their locale), so a resume or takeover sees the
+    same."""
     job: dict[str, Any] = {"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec}
+    if planner_spec is not None:
+        job["planner_model"] = planner_spec
     if agent is not None:
         job["agent"], job["agent_version"] = agent
+    if client is not None and not client.empty:
+        job["client"] = client.to_job()
     return job
 
 
@@ -164,19 +174,22 @@ class TurnRunner:
         models: TurnRoleModels,
         trace_id: str,
         model_spec: str | None = None,
+        planner_spec: str | None = None,
         kit: TurnKit | None = None,
         agent: tuple[str, int] | None = None,
         turn_id: str | None = None,
         background: bool = False,
+        client: ClientContext | None = None,
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row says enough for another worker to take it over
-        (``model_spec``: the model the request picked, if any; ``agent``: the handle and
+        (``model_spec``, ``planner_spec``: the models the request picked for the answering
+        roles and the planner, if any; ``agent``: the handle and
         version of the agent whose ``kit`` it runs with; ``turn_id``: an id the caller
-        chose, e.g. a claimed background run's)."""
+        chose, e.g. a claimed background run's; ``client``: the request's client context)."""
         await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
-        job = _job(org_id, user_id, role, model_spec, agent)
+        job = _job(org_id, user_id, role, model_spec, agent, planner_spec, client)
         if background:  # a run: a resume or takeover sets it up as one (approvals defer)
             job["trigger"] = "run"
         turn = self._turn(
@@ -211,15 +224,18 @@ class TurnRunner:
         text: str,
         trace_id: str,
         model_spec: str | None = None,
+        planner_spec: str | None = None,
         agent: tuple[str, int] | None = None,
+        client: ClientContext | None = None,
     ) -> TurnHandle:
         """Store ``text`` as the session's next turn, started when the running one ends
-        (by the worker whose turn ended, or any worker's keeper); its handle, whose
-        ``after`` is the log's end now (its events come later)."""
+        (by the worker whose turn ended, or any worker's keeper) with the job ``start``
+        would record; its handle, whose ``after`` is the log's end now (its events come
+        later)."""
         turn_id = str(uuid.uuid4())
         await self._store.queue.add(
             session_id, turn_id=turn_id, trace_id=trace_id, text=text,
-            job=_job(org_id, user_id, role, model_spec, agent),
+            job=_job(org_id, user_id, role, model_spec, agent, planner_spec, client),
         )  # fmt: skip
         after = await self._store.log.last_seq(session_id)
         _log.info("turn.queued", turn_id=turn_id, session_id=session_id)
@@ -341,6 +357,7 @@ class TurnRunner:
             summariser=models.summariser,
             executor=models.executor,
             timeout_s=self._turn_timeout_s,
+            client=ClientContext.from_job(job.get("client")),
         )
 
     def fenced(self, turn_ids: set[str]) -> None:

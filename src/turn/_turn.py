@@ -17,6 +17,7 @@ import structlog
 
 from context import (
     KEEP_LAST,
+    ClientContext,
     History,
     SourceScope,
     TokenCounter,
@@ -39,14 +40,14 @@ from events import (
     TurnStatus,
     Usage,
 )
-from executors import PlanSuspended, StepShare, TurnScope, Writer, answer
+from executors import CutReason, PlanSuspended, StepShare, TurnScope, Writer, answer
 from planner import Plan, PlanOutcome
 from providers import Model, ModelError, StopReason
 from store import Store, StoredEvent
 from tools import ToolContext, UserRole
 from turn import _observe as observe
 from turn._appender import BatchingAppender
-from turn._execute import StepLimitError, execute_plan
+from turn._execute import EMPTY_ANSWER, StepLimitError, execute_plan
 from turn._forced import forced_plan
 from turn._metering import BudgetExceededError, TurnMeter
 from turn._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
@@ -102,6 +103,7 @@ class Turn:
     resume: tuple[Plan, PlanSuspended] | None = None  # go on from a suspension, no planning
     takeover: bool = False  # another worker ran it and died: go on from where its log ends
     epoch: int | None = None  # the turn's ownership epoch this worker writes under
+    client: ClientContext | None = None  # where the user is, their locale: every role sees it
 
 
 async def run_turn(
@@ -315,19 +317,14 @@ async def _run(job: _Job) -> Ending:
             assert turn.planner is not None
             work = await _plan(job, turn.planner, view, log)
         case Direct():
-            work = Work()
-            if job.kit.forced:  # no planner: logged here, as a planned one is, for takeovers
-                forced = _forced_plan(job, None)
-                work = Work(plan=forced)
-                for event in plan_events(PlanOutcome(plan=forced, attempts=0)):
-                    job.out.add(event)
+            work = await _direct(job, log)
         case Resumed(plan=plan, paused=paused):
             work = Work(plan=plan, paused=paused)
         case TakenOver(plan=plan, events=mine):
             work = await _taken_over(job, plan, mine)
         case _:
             assert_never(start)
-    ask = Ask(text=turn.text, view=view, knowledge=knowledge(log, work.loaded))
+    ask = Ask(text=turn.text, view=view, knowledge=knowledge(log, work.loaded), client=turn.client)
     runs_steps = work.plan is not None and work.plan.steps and job.kit.tools is not None
     if turn.takeover:  # before any text of its own: the dead attempt's it writes again
         own = [e for e in log if e.turn_id == turn.turn_id]
@@ -369,18 +366,47 @@ async def _plan(job: _Job, planner: Model, view: History, log: list[StoredEvent]
     turn, kit = job.turn, job.kit
     scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
     outcome = await plan_turn(
-        kit, planner, turn.text, role=turn.role, view=view, log=log, scope=scope
-    )
+        kit, planner, turn.text, role=turn.role, view=view, log=log, scope=scope,
+        client=turn.client,
+    )  # fmt: skip
     if kit.forced:  # the planner picked the sources; the turn is one forced loop
         outcome = replace(outcome, plan=_forced_plan(job, outcome.plan))
-    for event in plan_events(outcome):
+    for event in plan_events(outcome, _specs(job)):
         job.out.add(event)
     loaded = await load_picked_sources(
-        kit, outcome, scope=scope, log=log, counter=kit.counter(job.model)
-    )
+        kit, outcome.plan.sources, scope=scope, log=log, counter=kit.counter(job.model),
+        client=turn.client,
+    )  # fmt: skip
     for event in loaded:
         job.out.add(event)
     return Work(plan=outcome.plan, loaded=tuple(loaded))
+
+
+def _specs(job: _Job) -> dict[str, str]:
+    """The model spec each role of the turn runs with (``plan_created.models``), so a
+    request's model choice is seen, never silently ignored."""
+    turn = job.turn
+    roles = {"planner": turn.planner, "executor": turn.executor or job.model, "merger": job.model}
+    return {role: model.name for role, model in roles.items() if model is not None}
+
+
+async def _direct(job: _Job, log: list[StoredEvent]) -> Work:
+    """No planner: a forced-tools agent's one loop (logged here, as a planned one is, for
+    takeovers), else a direct answer; either way with the sources bound to the client
+    context's entity loaded first."""
+    turn, kit = job.turn, job.kit
+    plan = None
+    if kit.forced:
+        plan = _forced_plan(job, None)
+        for event in plan_events(PlanOutcome(plan=plan, attempts=0), _specs(job)):
+            job.out.add(event)
+    scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
+    loaded = await load_picked_sources(
+        kit, (), scope=scope, log=log, counter=kit.counter(job.model), client=turn.client
+    )
+    for event in loaded:
+        job.out.add(event)
+    return Work(plan=plan, loaded=tuple(loaded))
 
 
 def _forced_plan(job: _Job, plan: Plan | None) -> Plan:
@@ -415,17 +441,19 @@ async def _answer(job: _Job, ask: Ask) -> Ending:
     caller = caller_block(org_id=job.turn.org_id, user_id=job.turn.user_id, role=job.turn.role)
     writer = Writer(
         model=job.model, counter=kit.counter(job.model), budget=kit.budgets.merger,
-        identity=kit.identity, caller=caller,
+        identity=kit.identity, caller=caller, client=job.turn.client,
     )  # fmt: skip
     reply = await answer(
         writer, ask.text, view=ask.view, knowledge=ask.knowledge,
         on_text=lambda text: out.add(TextDelta(delta=text)),
     )  # fmt: skip
     out.add(ContextBudget(role="merger", report=reply.budget.to_dict()))
+    if not reply.text.strip():  # an empty answer is never a completed turn
+        raise StepLimitError(EMPTY_ANSWER, "empty_answer")
     return _closing(job.turn, reply.stop_reason), "completed", ()
 
 
-def _closing(turn: Turn, stop_reason: StopReason | None) -> list[Event]:
+def _closing(turn: Turn, stop_reason: StopReason | CutReason | None) -> list[Event]:
     """``message_done`` for an answer that was written (none for a suspended turn)."""
     if stop_reason is None:
         return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from context import History
+from context import ClientContext, History
 from events import ContextLoaded
 from executors import PlanSuspended
 from planner import Plan
@@ -84,11 +84,13 @@ class Work:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Ask:
     """What the turn answers: the user's ``text``, the conversation before it (``view``)
-    and the session's ``knowledge`` (source name and text, oldest first)."""
+    and the session's ``knowledge`` (source name and text, oldest first), and the
+    request's ``client`` context (where the user is, their locale)."""
 
     text: str
     view: History
     knowledge: Sequence[tuple[str, str]]
+    client: ClientContext | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -105,3 +105,18 @@ def test_apply_refuses_a_schedule_no_date_matches(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "invalid_schedule" in refused.stderr
     assert "never fires" in refused.stderr
     assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["default"]
+
+
+def test_apply_reads_access_and_refuses_an_unknown_role(tmp_path: Path) -> None:
+    db, profiles = tmp_path / "access.db", tmp_path / "agents.yaml"
+    desk = "- handle: desk\n  name: Desk\n  access: {chat: [owner, staff], answer: [ROLE]}\n"
+    profiles.write_text(desk.replace("ROLE", "owner"))
+    applied = bosun("agents", "apply", str(profiles), db=db)
+    shown = bosun("agents", "show", "desk", db=db)
+    profiles.write_text(desk.replace("ROLE", "admin"))
+    refused = bosun("agents", "apply", str(profiles), db=db)
+
+    assert applied.returncode == 0, applied.stderr
+    assert json.loads(shown.stdout)["access"] == {"chat": ["owner", "staff"], "answer": ["owner"]}
+    assert refused.returncode == 2 and "unknown_role" in refused.stderr
+    assert "'admin'" in refused.stderr

@@ -79,3 +79,31 @@ def test_the_turn_package_needs_no_http() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_an_answer_cut_short_says_so(tmp_path: Path) -> None:
+    goal = "Count the programs for a brief"
+    plan = {
+        "strategy": "tool",
+        "reasoning": "one lookup",
+        "steps": [{"id": "s1", "goal": goal, "tools": ["programs.list"], "max_tool_calls": 1}],
+    }
+    script = tmp_path / "cut.yaml"
+    script.write_text(
+        yaml.safe_dump(
+            {
+                "steps": [
+                    {"match": PLANNER, "text": json.dumps(plan)},
+                    {"match": goal, "tool_calls": [{"id": "t1", "name": "programs_list"}]},
+                    {"match": goal, "text": "Three programs so far."},
+                    {"match": "Write a short title", "text": "Programs"},
+                ]
+            }
+        )
+    )
+
+    ran = bosun("chat", "count programs", "--model", f"scripted:{script}", db=tmp_path / "c.db")
+
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "Three programs so far."
+    assert "· answer cut short (max_tool_calls)" in ran.stderr.splitlines()

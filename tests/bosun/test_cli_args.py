@@ -77,6 +77,7 @@ def test_the_command_line_knows_every_command_and_user_role() -> None:
         "mcp",
         "openapi",
         "toolsets",
+        "config",
     ]
     assert get_args(UserRole) == USER_ROLES
 

@@ -5,6 +5,7 @@ own turn, confirm, pick, answer and undo path, on a throwaway database."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import bosun_demo as demo
 from bosun.testing import ActionRefused, ScriptedModel, converse
 from bosun.tools import Inverse, ToolContext, ToolDef, ToolError, ToolRegistry, Toolset
 from providers import ToolResult
+from stream._errors import ApiError
+from stream._local import LocalUser
 
 MIGRATION = '''"""notes: the toolset's own table
 
@@ -308,3 +311,30 @@ async def test_the_demo_toolset_from_its_yaml_script() -> None:
     assert deleting.confirmation is not None and deleting.confirmation.tool == "workouts.delete"
     assert (deleted.status, deleted.answer) == ("completed", "Deleted the Engine builder workout.")
     assert [r.ok for r in deleted.runs("workouts.delete")] == [True]
+
+
+async def test_a_member_is_refused_by_an_agent_for_owners_and_staff_only() -> None:
+    """``bosun.testing``'s user acts through the routes' functions: the agent's ``access``
+    refuses a member's message (before any model call) and a member's confirmation."""
+    model = ScriptedModel.from_file(Path(__file__).parents[2] / "examples" / "demo.yaml")
+    staff_only = {"name": "Default", "access": {"chat": ["owner", "staff"], "answer": ["owner"]}}
+    async with converse(toolsets=[demo.toolset()], model=model, org_id="dev-org") as chat:
+        await demo.seed_demo(chat.store, "dev-org")
+        await chat.send("Plan an intro workout for Sam Rivera")
+        deleting = await chat.send("Delete the Engine builder workout")  # as the owner
+        await chat.store.agents.save("dev-org", "default", staff_only, by="test", create=False)
+        member = LocalUser(chat._server.services, replace(chat._user.principal, role="member"))
+        calls = len(model.calls)
+        with pytest.raises(ApiError) as said:
+            await member.send("hello", session_id=None)
+        with pytest.raises(ApiError) as confirmed:
+            await member.confirm(chat._session(), "toolu_delete_workout", approved=True)
+        row = await chat.store.tool_executions.latest(
+            "toolu_delete_workout", session_id=chat._session()
+        )
+
+    assert deleting.confirmation is not None
+    assert (said.value.status, said.value.code) == (403, "forbidden_role")
+    assert (confirmed.value.status, confirmed.value.code) == (403, "forbidden_role")
+    assert row is not None and row.status == "pending"
+    assert len(model.calls) == calls  # no model call

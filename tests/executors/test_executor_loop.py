@@ -217,9 +217,13 @@ async def test_the_model_handler_runs_alone_and_a_wrap_up_turns_tools_off() -> N
     env = StepEnv(step_id="s1", kit=kit(model, FakeRunner({})), scope=scope(),
                   emit=lambda _: None, final_answer=False)  # fmt: skip
 
-    end = await call_model(state, env, WrapUp(note="[Step budget] wrap up", reasons=("x",)))
+    end = await call_model(
+        state, env, WrapUp(note="[Step budget] wrap up", reasons=("x",), cut="time_limit")
+    )
 
-    assert end == Finish(ok=True, ended="wrapped_up", summary="All I have: nothing yet.")
+    assert end == Finish(
+        ok=True, ended="wrapped_up", summary="All I have: nothing yet.", cut="time_limit"
+    )
     assert model.calls[0].tool_choice == "none"
     assert [m.text for m in state.messages] == ["[Step budget] wrap up", "All I have: nothing yet."]
     assert state.model_turns == 1

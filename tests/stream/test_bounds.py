@@ -65,11 +65,17 @@ async def test_overdeep_or_undecodable_bodies_are_400(
 async def test_a_body_at_the_depth_limit_is_decoded(make_server: ServerFactory) -> None:
     model = ScriptedModel(["fine"])
     async with make_server(TurnModels(executor=model)) as server:
-        context = b'{"a": ' + _deep(30) + b', "s": "' + b"[" * 100 + b'"}'  # strings do not count
-        body = b'{"message": "hi", "context": ' + context + b"}"
+        # A chat's context has a fixed shape now: the AI SDK body takes any extra field.
+        extra = b'{"a": ' + _deep(30) + b', "s": "' + b"[" * 100 + b'"}'  # strings do not count
+        message = b'{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}'
+        body = (
+            b'{"id": "c1", "trigger": "submit-message", "messages": [' + message + b'], "extra": '
+            + extra + b"}"
+        )  # fmt: skip
         response = await server.client.post(
-            "/v1/chat", content=body, headers={**server.auth(), "Content-Type": "application/json"}
-        )
+            "/v1/ai-sdk/chat", content=body,
+            headers={**server.auth(), "Content-Type": "application/json"},
+        )  # fmt: skip
         assert response.status_code == 200, response.text
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -30,6 +31,7 @@ SLOW = (
     "squats, presses and rows, and finish with a slow walk."
 )
 PARTIAL = "There is no member mem_ghost, and the program list could not be read just now."
+CUT = "Three programs so far; I could not look any further."
 SCRIPT = f"""
 # (1) a simple answer
 - match: "opening hours tomorrow"
@@ -128,6 +130,16 @@ SCRIPT = f"""
   error: {{code: provider_overloaded, message: Overloaded}}
 - match: "Member mem_ghost does not exist"
   text: "{PARTIAL}"
+# (9) an answer cut short: the step's one tool call is used, so it is asked to wrap up
+- match: "Count the programs briefly"
+  text: >-
+    {{"strategy": "tool", "reasoning": "One lookup.", "steps": [{{"id": "s1",
+      "goal": "Count the programs for a brief", "tools": ["programs.list"],
+      "max_tool_calls": 1}}]}}
+- match: "Count the programs for a brief"
+  tool_calls: [{{id: toolu_count, name: programs_list, input: {{}}}}]
+- match: "Count the programs for a brief"
+  text: "{CUT}"
 # (7) a slow answer, to drop the connection in the middle of
 - match: "the long answer please"
   text: '{{"strategy": "simple", "reasoning": "Just talk."}}'
@@ -191,6 +203,11 @@ async def test_streamed_answer(page: Page, bosun: Bosun) -> None:
     assert await page.evaluate("localStorage.getItem('bosun.token')") == bosun.link.split("=", 1)[1]
     composer = page.locator("#message")
     await expect(composer).to_be_focused()
+    sent: list[Any] = []
+    page.on(
+        "request",
+        lambda r: sent.append(r.post_data_json) if r.url.endswith("/v1/chat/stream") else None,
+    )
 
     await composer.fill("What are the opening hours tomorrow?")
     await composer.press("Shift+Enter")  # a new line, not a send
@@ -211,6 +228,12 @@ async def test_streamed_answer(page: Page, bosun: Bosun) -> None:
     await expect(page.locator("#send")).to_be_enabled()
     await expect(page.locator("#usage")).to_contain_text("Today: $0.00 of $1.00")
     await expect(page.locator("button.session")).to_have_count(1)
+    # the page says where the user is and their language (docs/api.md, client context)
+    language = await page.evaluate("navigator.language")
+    assert language and sent == [
+        {"message": "What are the opening hours tomorrow?\nThanks!",
+         "context": {"page": "/chat", "locale": language}}
+    ]  # fmt: skip
 
 
 async def test_complex_plan(page: Page, bosun: Bosun) -> None:
@@ -282,6 +305,17 @@ async def test_partial_answer(page: Page, bosun: Bosun) -> None:
     await expect(page.locator(".answer")).to_have_text(PARTIAL)
     await expect(page.locator(".note.partial")).to_have_text(
         "Partial answer: failed s2 (The model provider is overloaded: try again shortly.)"
+    )
+
+
+async def test_cut_short_answer(page: Page, bosun: Bosun) -> None:
+    await open_chat(page, bosun)
+    await send(page, "Count the programs briefly")
+    await turn_ends(page)
+
+    await expect(page.locator(".answer")).to_have_text(CUT)
+    await expect(page.locator(".note.cut-short")).to_have_text(
+        "Cut short: the step's limit of tool calls (max_tool_calls)."
     )
 
 

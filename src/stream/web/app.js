@@ -52,6 +52,7 @@ const state = {
   reconnects: 0,
   loading: false, // a session's log is being read: a message now would land out of order
   approvalsTimer: null, // the pending-approvals count's poll (owner and staff only)
+  page: "chat", // the view on screen (chat, agents, approvals): sent as context.page
 };
 
 const agentsView = new AgentsView(ui.agents, {
@@ -77,6 +78,7 @@ const approvalsView = new ApprovalsView(ui.approvals, {
 /** Show one view: the chat, Agents (its runs and their live statuses) or Approvals (the
  * calls waiting for a person). Their toggles go back to the chat. */
 function showView(name) {
+  state.page = name;
   ui.chat.hidden = name !== "chat";
   const views = [
     ["agents", agentsView, ui.agentsToggle],
@@ -293,8 +295,20 @@ async function idle() {
 
 // --- turns and answers -------------------------------------------------------------------
 
+/** A BCP 47-like tag, as Bosun checks `context.locale` (docs/api.md). */
+const LOCALE = /^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,4}$/;
+
+/** Where the user is, for the agent (Bosun's client context): the view on screen and
+ * the session open in it, and the browser's language to reply in. */
+function clientContext() {
+  const context = { page: `/${state.page}${state.sessionId ? `/${state.sessionId}` : ""}` };
+  const locale = navigator.language ?? "";
+  if (LOCALE.test(locale)) context.locale = locale;
+  return context;
+}
+
 async function sendMessage(text) {
-  const body = { message: text };
+  const body = { message: text, context: clientContext() };
   if (state.sessionId) body.session_id = state.sessionId;
   const error = await follow({
     method: "POST",

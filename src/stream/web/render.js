@@ -9,6 +9,7 @@ import { DONE_TEXT, drawDetail } from "./detail.js";
 export const ERROR_TEXT = {
   unauthorized: "Your token is missing, invalid or expired: sign in again.",
   forbidden: "Your role may not do this.",
+  forbidden_role: "This agent does not take that from your role: ask an owner or staff.",
   not_found: "Not found: it is gone, or not yours to see.",
   invalid_request: "The server could not accept that request.",
   payload_too_large: "That is too long to send.",
@@ -30,6 +31,7 @@ export const ERROR_TEXT = {
   step_timed_out: "It ran out of time.",
   step_overran: "It kept going past its budget.",
   step_skipped: "It depended on a step that failed.",
+  empty_answer: "The model wrote no answer: try again, or rephrase.",
   provider_invalid_request: "The model provider rejected the request.",
   provider_unauthorized: "The model provider refused the server's API key.",
   provider_rate_limited: "The model provider is rate limiting: try again shortly.",
@@ -38,6 +40,19 @@ export const ERROR_TEXT = {
   provider_timeout: "The model took too long to answer.",
   internal: "Something went wrong on the server.",
 };
+
+// Why an answer was cut short, by its message_done stop_reason (docs/api.md#stop-reasons).
+const CUT_SHORT = {
+  max_tokens: "the model's output limit",
+  max_model_turns: "the agent's limit of model turns",
+  time_limit: "the time limit",
+  turn_budget: "the turn's budget",
+  max_tool_calls: "the step's limit of tool calls",
+  interrupted: "a newer message",
+};
+
+// Stop reasons of a whole answer; any other (an unknown one too) was cut short.
+const WHOLE = new Set(["end_turn", "stop_sequence", "tool_use"]);
 
 const UNDO_WINDOW_MS = 15_000;
 const MAX_JSON_CHARS = 4_000;
@@ -627,10 +642,13 @@ export class Transcript {
   #messageDone(data) {
     const turn = this.#turn();
     turn.answer.classList.remove("streaming");
-    if (data.stop_reason === "max_tokens" || data.stop_reason === "refusal") {
-      const refused = data.stop_reason === "refusal";
-      const text = refused ? "The model declined." : "The answer was cut short.";
-      turn.notes.append(h("p.note", { textContent: text }));
+    if (data.stop_reason === "refusal") {
+      turn.notes.append(h("p.note", { textContent: "The model declined." }));
+    } else if (data.stop_reason && !WHOLE.has(data.stop_reason)) {
+      const why = Object.hasOwn(CUT_SHORT, data.stop_reason) ? CUT_SHORT[data.stop_reason] : "";
+      const reason = data.stop_reason;
+      const text = why ? `Cut short: ${why} (${reason}).` : `Cut short (${reason}).`;
+      turn.notes.append(h("p.note.cut-short", { textContent: text }));
     }
   }
 
