@@ -37,7 +37,7 @@ from events import (
     parse_event,
 )
 from providers import ModelSpecError
-from store import SecretsKeyError, Store, StoredEvent
+from store import SecretsKeyError, Store, StoredEvent, TurnInProgressError
 from turn import ModelResolver, TurnHandle, TurnRunner, new_session
 
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     quiet_logging(settings)
     try:
         status = asyncio.run(_chat(args, settings))
-    except (ModelSpecError, SecretsKeyError, LookupError) as exc:
+    except (ModelSpecError, SecretsKeyError, LookupError, TurnInProgressError) as exc:
         print(f"bosun chat: {exc}", file=sys.stderr)
         return 2
     return 0 if status in ("completed", "suspended") else 1

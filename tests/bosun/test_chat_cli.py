@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from conftest import DEMO
+from events import UserMessage
 from store import Store
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello.yaml"
@@ -107,3 +108,27 @@ def test_an_answer_cut_short_says_so(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "Three programs so far."
     assert "· answer cut short (max_tool_calls)" in ran.stderr.splitlines()
+
+
+def test_a_session_with_a_running_turn_is_refused(tmp_path: Path) -> None:
+    """One turn runs per session: a chat in a session whose turn runs elsewhere (a server)
+    says so and starts nothing."""
+    db = tmp_path / "chat.db"
+    model = f"scripted:{HELLO}"
+    first = bosun("chat", "hello", "--model", model, db=db)
+    session_id = first.stderr.strip().splitlines()[-1].split()[1].rstrip(":")
+    asyncio.run(running_elsewhere(db, session_id))
+
+    again = bosun("chat", "and then?", "--session", session_id, "--model", model, db=db)
+
+    assert again.returncode == 2 and "'elsewhere-1' is still running" in again.stderr
+    assert asyncio.run(session_events(db, session_id)).count("user_message") == 2
+
+
+async def running_elsewhere(db: Path, session_id: str) -> None:
+    store = Store(f"sqlite+aiosqlite:///{db}")
+    try:
+        opening = [UserMessage(message_id="m-1", text="busy")]
+        await store.log.open_turn(session_id, opening, turn_id="elsewhere-1", trace_id="tr")
+    finally:
+        await store.close()

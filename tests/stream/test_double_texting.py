@@ -36,6 +36,7 @@ from turn._keeper import Keeper
 FIRST, SECOND = "Plan my week", "Also add a rest day"
 PARTIAL, REST = "Monday: legs. ", "Tuesday: arms."
 OWNER = {"role": "owner"}
+NOTE = "note-7f3a: the user is on the weekly plan page"
 
 
 @dataclass
@@ -221,7 +222,7 @@ async def test_enqueue_runs_the_second_turn_after_the_first_and_it_sees_the_answ
         session_id = await open_session(server)
         async with watching(server.store) as samples:
             first = await first_turn(server, held, session_id)
-            body = {"message": SECOND, "session_id": session_id}
+            body = {"message": SECOND, "session_id": session_id, "context": {"notes": NOTE}}
             second = asyncio.create_task(stream_turn(server.client, body, server.auth()))
             await until(server.store, session_id, ["completed", "running", "queued"])
             assert held.seen == []  # queued: nothing runs yet
@@ -236,6 +237,7 @@ async def test_enqueue_runs_the_second_turn_after_the_first_and_it_sees_the_answ
         assert two[1].data["text"] == SECOND and two[-1].data["status"] == "completed"
         assert one[-1].id < two[0].id  # the second started after the first's done
         assert len(held.seen) == 1 and PARTIAL + REST in held.seen[0]  # it saw the answer
+        assert NOTE in held.seen[0]  # the request's client context waited with it
         assert await statuses(server.store, session_id) == ["completed"] * 3
         assert [f.data["status"] for f in both if f.event == "done"] == ["completed"] * 3
 
