@@ -27,7 +27,8 @@ import structlog
 from events import UserMessage
 from store import Claim, Store
 from turn._models import ModelResolver
-from turn._runner import TurnRunner, worker_gone
+from turn._runner import TurnRunner
+from turn._workers import worker_gone
 
 _log = structlog.get_logger("bosun.turns")
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -14,7 +12,7 @@ from typing import Any
 import structlog
 
 from context import ClientContext
-from events import Done, Error, MessageDone, SessionStarted, TurnStatus, Usage, UserMessage
+from events import Done, Error, Event, MessageDone, SessionStarted, TurnStatus, Usage, UserMessage
 from executors import PlanSuspended
 from planner import Plan
 from store import Claim, QueuedTurn, StaleOwnerError, Store, TurnRecord
@@ -22,6 +20,7 @@ from tools import UserRole
 from turn._models import TurnRoleModels
 from turn._phases import TurnKit
 from turn._turn import Turn, run_turn
+from turn._workers import new_worker_id
 
 _log = structlog.get_logger("bosun.turns")
 SESSION_TITLE_CHARS = 80
@@ -62,36 +61,6 @@ async def new_session(
         org_id=org_id, user_id=user_id, session_id=session_id, title=title, agent=agent
     )
     return session_id
-
-
-def new_worker_id() -> str:
-    """This process's id in turn leases: host, pid and a random suffix (pids are reused)."""
-    worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-    _OURS.add(worker_id)
-    return worker_id
-
-
-_OURS: set[str] = set()  # the worker ids this process made (several apps may run in one)
-
-
-def worker_gone(worker_id: str) -> bool:
-    """Whether the process behind ``worker_id`` (``new_worker_id``'s) has certainly ended:
-    it ran on this host and no process has its pid any more, or this process has it (a
-    restart that got the same pid, as in a container) and did not make that id. Unsure
-    (another host, a pid in use, another format): ``False``."""
-    parts = worker_id.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
-        return False
-    pid = int(parts[1])
-    if pid == os.getpid():
-        return worker_id not in _OURS
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return True
-    except OSError:  # it exists (another user's) or cannot be asked
-        return False
-    return False
 
 
 def _job(
@@ -487,34 +456,21 @@ class TurnRunner:
         """End a claimed turn that a newer message interrupted while its worker died: as
         its own task would have (``message_done`` ``interrupted`` if it had begun to
         answer, ``error`` ``interrupted``, ``done`` ``cancelled``)."""
-        status: TurnStatus = "cancelled"
         why = "A newer message interrupted this turn; the answer so far is kept"
         kept = [MessageDone(message_id=message_id, stop_reason="interrupted")] if answering else []
-        await self._store.log.append(
-            claim.session_id,
-            [
-                *kept,
-                Error(code="interrupted", message=why, trace_id=claim.trace_id),
-                Done(session_id=claim.session_id, status=status),
-            ],
-            turn_id=claim.turn_id,
-            finish=status,
-            epoch=claim.epoch,
-        )
-        await self.turn_ended(claim.job or {}, claim.turn_id, status)
+        error = Error(code="interrupted", message=why, trace_id=claim.trace_id)
+        await self._close_claim(claim, [*kept, error], "cancelled")
+        await self.turn_ended(claim.job or {}, claim.turn_id, "cancelled")
 
     async def close_unresumable(self, claim: Claim, why: str) -> None:
         """End a claimed turn that cannot go on (it has no job record or no opening message:
         a process from before leases left it), so its log ends in ``done``."""
-        status: TurnStatus = "failed"
-        await self._store.log.append(
-            claim.session_id,
-            [
-                Error(code="internal", message=why, trace_id=claim.trace_id),
-                Done(session_id=claim.session_id, status=status),
-            ],
-            turn_id=claim.turn_id,
-            finish=status,
-            epoch=claim.epoch,
-        )
+        error = Error(code="internal", message=why, trace_id=claim.trace_id)
+        await self._close_claim(claim, [error], "failed")
         _log.warning("turn.unresumable", turn_id=claim.turn_id, worker_id=self.worker_id)
+
+    async def _close_claim(self, claim: Claim, events: list[Event], status: TurnStatus) -> None:
+        closing = [*events, Done(session_id=claim.session_id, status=status)]
+        await self._store.log.append(
+            claim.session_id, closing, turn_id=claim.turn_id, finish=status, epoch=claim.epoch
+        )

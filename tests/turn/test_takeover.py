@@ -40,8 +40,8 @@ from tools import ToolCallRequest, ToolContext, ToolRunner
 from turn import TurnKit, TurnModels, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver
-from turn._runner import new_worker_id, worker_gone
 from turn._takeover import logged_plan, resets
+from turn._workers import new_worker_id, worker_gone
 
 ORG = "acme"
 GOAL = "Create a 30-minute mobility workout"
