@@ -5,10 +5,12 @@ config`` says what each setting is here and where that came from, secrets masked
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 import pytest
+import structlog
 from pydantic import Field
 
 from bosun.cli import main
@@ -66,7 +68,17 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyP
 
 
 def config(capsys: pytest.CaptureFixture[str], *flags: str) -> str:
-    assert main(["config", *flags]) == 0
+    """``bosun config`` in this process, with the logging set-up it makes undone after it
+    (its loggers write to pytest's captured stream, closed once the test ends: later tests
+    in this worker would log into a closed file)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        assert main(["config", *flags]) == 0
+    finally:
+        root.handlers = handlers
+        root.setLevel(level)
+        structlog.reset_defaults()
     return capsys.readouterr().out
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from sqlalchemy import select
 
 from context import history
-from events import ContextLoaded, UserMessage
+from events import ContextLoaded, Done, UserMessage
 from providers import FunctionModel, ModelRequest, Reply, ToolCall
 from store import Store, StoredEvent
 from store._models import TurnRow
@@ -181,6 +181,9 @@ async def test_a_message_looks_up_only_the_latest_turn(store: Store) -> None:
     for n, turn_id in enumerate(ids):
         message = UserMessage(message_id=f"m{n}", text="hi")
         await store.log.open_turn(session_id, [message], turn_id=turn_id, trace_id="t")
+        if turn_id != ids[-1]:  # one running turn per session: the earlier ones ended
+            done = Done(session_id=session_id, status="completed")
+            await store.log.append(session_id, [done], turn_id=turn_id, finish="completed")
 
     def listed(_session_id: str) -> None:
         raise AssertionError("every turn of the session was listed")
