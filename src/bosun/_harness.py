@@ -20,7 +20,7 @@ from events import INTERNAL_EVENTS, Event
 from providers import Model
 from store import Store
 from tools import ToolRegistry, UserRole
-from turn import TurnKit, TurnRoleModels, TurnRunner, new_session
+from turn import TurnKit, TurnOrder, TurnRoleModels, TurnRunner, new_session
 
 LEASE_MARGIN_S = 30.0  # no keeper renews the lease here: it outlives the turn's timeout
 
@@ -59,8 +59,8 @@ async def run_turn(
                 answer=model, planner=planner or model, summariser=None, executor=model
             )
             handle = await runner.start(
-                session_id=session_id, org_id=org_id, user_id=user_id, role=role,
-                text=message, models=models, trace_id=uuid.uuid4().hex,
+                TurnOrder(org_id=org_id, user_id=user_id, role=role),
+                session_id=session_id, text=message, models=models, trace_id=uuid.uuid4().hex,
             )  # fmt: skip
             await runner.wait(handle.turn_id)
             logged = await store.log.read(session_id, turn_id=handle.turn_id)

@@ -38,7 +38,7 @@ from events import (
 )
 from providers import ModelSpecError
 from store import SecretsKeyError, Store, StoredEvent, TurnInProgressError
-from turn import ModelResolver, TurnHandle, TurnRunner, new_session
+from turn import ModelResolver, TurnHandle, TurnOrder, TurnRunner, new_session
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -75,8 +75,8 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> TurnStatus:
             lease_s=settings.workers.lease_s,
         )  # fmt: skip
         handle = await runner.start(
-            session_id=session_id, org_id=args.org, user_id=args.user, role=args.role,
-            text=args.message, models=picked, trace_id=uuid.uuid4().hex,
+            TurnOrder(org_id=args.org, user_id=args.user, role=args.role),
+            session_id=session_id, text=args.message, models=picked, trace_id=uuid.uuid4().hex,
         )  # fmt: skip
         async with heartbeat(store, runner, handle):
             status = await print_events(store, handle, as_json=args.json)

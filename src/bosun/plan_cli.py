@@ -58,8 +58,7 @@ async def _dry_run(args: argparse.Namespace, settings: Settings, model: Model) -
             args.message,
             kit.planning(args.role, model),
             budgets=kit.budgets,
-            executor_model=settings.models.for_role("executor") or answer_spec,
-            merger_model=answer_spec,
+            priced_for=(settings.models.for_role("executor") or answer_spec, answer_spec),
         )
     except ModelError as exc:
         print(f"bosun plan: the planner model failed ({exc.code}): {exc.message}", file=sys.stderr)

@@ -26,7 +26,7 @@ from fleet._directory import AgentDirectory
 from fleet._schedule import GRACE_S, due_tick
 from store import AgentRecord, RunRecord, Store
 from tools import UserRole
-from turn import ModelResolver, TurnRunner, new_session
+from turn import ModelResolver, TurnOrder, TurnRunner, new_session
 
 RATE_WINDOW_S = 60
 _log = structlog.get_logger("bosun.runs")
@@ -265,11 +265,14 @@ class RunDispatcher:
             org_id=run.org_id, requested=None, roles=setup.specs
         )
         role: UserRole = run.role  # type: ignore[assignment]
+        order = TurnOrder(
+            org_id=run.org_id, user_id=run.user_id, role=role,
+            agent=(agent.handle, agent.version),
+        )  # fmt: skip
         await self._runner.start(
-            session_id=run.session_id, org_id=run.org_id, user_id=run.user_id, role=role,
-            text=run_message(run.task, run.context), models=models,
-            trace_id=uuid.uuid4().hex, kit=setup.kit, agent=(agent.handle, agent.version),
-            turn_id=turn_id, background=True,
+            order, session_id=run.session_id, text=run_message(run.task, run.context),
+            models=models, trace_id=uuid.uuid4().hex, kit=setup.kit, turn_id=turn_id,
+            background=True,
         )  # fmt: skip
         self._mine.add(turn_id)
         _log.info("run.started", run_id=run.id, turn_id=turn_id, agent=run.agent)

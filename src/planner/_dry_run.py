@@ -57,14 +57,14 @@ async def dry_run(
     planning: Planning,
     *,
     budgets: Budgets,
-    executor_model: str,
-    merger_model: str,
+    priced_for: tuple[str, str],
     history: Sequence[Message] = (),
     loaded: Sequence[SourceLoad] = (),
     client: ClientContext | None = None,
 ) -> DryRun:
     """Plan ``message`` and say what executing the plan would load, allocate and cost
-    (with ``budgets`` for the executor and merger calls, priced for their models); the
+    (with ``budgets`` for the executor and merger calls, priced for their models:
+    ``priced_for``, the executor's spec and the merger's); the
     planner sees the request's ``client`` context as a turn's does."""
     described = [load.describe() for load in loaded]
     outcome = await make_plan(
@@ -97,8 +97,8 @@ async def dry_run(
     }
     estimate = estimate_execution(
         plan,
-        executor_model=executor_model,
-        merger_model=merger_model,
+        executor_model=priced_for[0],
+        merger_model=priced_for[1],
         executor_input_tokens=executor.total,
         merger_input_tokens=merger.total,
     )

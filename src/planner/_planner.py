@@ -122,25 +122,10 @@ async def make_plan(
     context: its block (the ``client`` section) goes with the request, to pick sources.
     """
     started = time.monotonic()
-    catalogue, limits, budget = planning.catalogue, planning.limits, planning.budget
-    counter = planning.counter or TokenCounter(model.name)
-    system, static = _system(planning, counter)
-    fills = [static]
-    if user_data is not None:
-        fills.append(user_data)
-        if user_data.text:
-            system = (*system, SystemBlock(text=user_data.text, cache=True))
-    conversation = fit_history(history, budget.tokens("conversation"), counter=counter)
-    known = fit_text("context", budget.tokens("context"), "; ".join(loaded), counter=counter)
-    fills += [conversation.fill, known]
-    budget, about = client_section(client, budget, reply=False, counter=counter)
-    fills += [about] if about is not None else []
-    calls = _Calls(model, system, conversation.messages, planning.timeout_s)
-    calls.report = BudgetReport.build(budget, fills)
-    attempt = _Attempt(
-        catalogue=catalogue, limits=limits, loaded=[known.text] if known.text else [],
-        client=about.text if about is not None else "",
-    )  # fmt: skip
+    catalogue, limits = planning.catalogue, planning.limits
+    calls, attempt = _prepare(
+        model, planning, history=history, loaded=loaded, user_data=user_data, client=client
+    )
     try:
         plan = await attempt.run(calls, message)
         if plan is not None:
@@ -160,6 +145,40 @@ async def make_plan(
     )  # fmt: skip
     outcome = calls.outcome(plan, calls.count, attempt.first, started, fallback=reason)
     return replace(outcome, fallback_code=code)
+
+
+def _prepare(
+    model: Model,
+    planning: Planning,
+    *,
+    history: Sequence[Message],
+    loaded: Sequence[str],
+    user_data: SectionFill | None,
+    client: ClientContext | None,
+) -> tuple[_Calls, _Attempt]:
+    """The planner's calls and its plan-and-repair rounds, with the prompt fitted into
+    ``planning.budget`` (``make_plan`` says which part goes where) and its report."""
+    budget = planning.budget
+    counter = planning.counter or TokenCounter(model.name)
+    system, static = _system(planning, counter)
+    fills = [static]
+    if user_data is not None:
+        fills.append(user_data)
+        if user_data.text:
+            system = (*system, SystemBlock(text=user_data.text, cache=True))
+    conversation = fit_history(history, budget.tokens("conversation"), counter=counter)
+    known = fit_text("context", budget.tokens("context"), "; ".join(loaded), counter=counter)
+    fills += [conversation.fill, known]
+    budget, about = client_section(client, budget, reply=False, counter=counter)
+    fills += [about] if about is not None else []
+    calls = _Calls(model, system, conversation.messages, planning.timeout_s)
+    calls.report = BudgetReport.build(budget, fills)
+    attempt = _Attempt(
+        catalogue=planning.catalogue, limits=planning.limits,
+        loaded=[known.text] if known.text else [],
+        client=about.text if about is not None else "",
+    )  # fmt: skip
+    return calls, attempt
 
 
 @dataclass(kw_only=True, slots=True)

@@ -71,13 +71,13 @@ async def _dry_run(
 ) -> DryRun:
     kit = services.kit
     assert models.planner is not None
+    answer = (models.answer or models.planner).name
     return await dry_run(
         meter.wrap(models.planner, "planner"),
         data.message,
         kit.planning(principal.role, models.planner),
         budgets=kit.budgets,
-        executor_model=(models.answer or models.planner).name,
-        merger_model=(models.answer or models.planner).name,
+        priced_for=(answer, answer),
         history=compact_messages(history(events).messages),
         loaded=loads_from_log(events),
         client=data.context.to_client(None) if data.context is not None else None,

@@ -44,7 +44,7 @@ from stream._errors import ApiError, trace_id_of
 from stream._limits import enforce_rate_limits
 from stream._questions import answer_questions
 from stream._sse import SSE_HEADERS, tail
-from turn import ModelNotAllowedError, TurnHandle, TurnRoleModels, new_session
+from turn import ModelNotAllowedError, TurnHandle, TurnOrder, TurnRoleModels, new_session
 
 IdempotencyKey = Annotated[
     str | None,
@@ -217,23 +217,22 @@ async def _open_turn(
             session_id=new_id,
         )
     strategy = agent.profile.double_texting
-    version = (agent.handle, agent.version)
+
+    order = TurnOrder(
+        org_id=principal.org_id, user_id=principal.user_id, role=principal.role,
+        model_spec=model_spec, planner_spec=planner_spec, agent=(agent.handle, agent.version),
+        client=client,
+    )  # fmt: skip
 
     def queue() -> Awaitable[TurnHandle]:
-        return services.runner.queue(
-            session_id=session_id, org_id=principal.org_id, user_id=principal.user_id,
-            role=principal.role, text=text, trace_id=trace_id, model_spec=model_spec,
-            planner_spec=planner_spec, agent=version, client=client,
-        )  # fmt: skip
+        return services.runner.queue(order, session_id=session_id, text=text, trace_id=trace_id)
 
     if strategy != "reject" and await services.store.queue.waiting(session_id):
         return await queue()  # behind the messages already waiting
     try:
         return await services.runner.start(
-            session_id=session_id, org_id=principal.org_id, user_id=principal.user_id,
-            role=principal.role, text=text, trace_id=trace_id, model_spec=model_spec,
-            planner_spec=planner_spec, agent=version, kit=setup.kit, models=models,
-            client=client,
+            order, session_id=session_id, text=text, trace_id=trace_id, kit=setup.kit,
+            models=models,
         )  # fmt: skip
     except TurnInProgressError as busy:
         if strategy == "reject":

@@ -12,7 +12,7 @@ from turn._metering import UNMETERED, BudgetExceededError, CapPolicy, TurnMeter
 from turn._models import ModelNotAllowedError, ModelResolver, TurnRoleModels
 from turn._observe import METRICS, count_tool_executions
 from turn._phases import TurnKit
-from turn._runner import TurnEnded, TurnHandle, TurnRunner, TurnSetup, new_session
+from turn._runner import TurnEnded, TurnHandle, TurnOrder, TurnRunner, TurnSetup, new_session
 from turn._turn import AGENT_DISABLED, Turn, TurnModels, run_turn
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "TurnKit",
     "TurnMeter",
     "TurnModels",
+    "TurnOrder",
     "TurnRoleModels",
     "TurnRunner",
     "TurnSetup",

@@ -63,28 +63,35 @@ async def new_session(
     return session_id
 
 
-def _job(
-    org_id: str,
-    user_id: str,
-    role: UserRole,
-    model_spec: str | None,
-    agent: tuple[str, int] | None = None,
-    planner_spec: str | None = None,
-    client: ClientContext | None = None,
-) -> dict[str, Any]:
-    """What another worker needs to run a turn (recorded on its row): who, which models the
-    request picked (``model`` for the answering roles, ``planner_model`` when it named the
-    planner's), which version of which agent (none: the server's own kit) and the request's
-    client context (where the user was, their locale), so a resume or takeover sees the
-    same."""
-    job: dict[str, Any] = {"org_id": org_id, "user_id": user_id, "role": role, "model": model_spec}
-    if planner_spec is not None:
-        job["planner_model"] = planner_spec
-    if agent is not None:
-        job["agent"], job["agent_version"] = agent
-    if client is not None and not client.empty:
-        job["client"] = client.to_job()
-    return job
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnOrder:
+    """Who asks for a turn and what their request chose: all its job records (on the
+    turn's row), so another worker (a resume, a takeover, a queued turn's start) runs it
+    the same way. ``model_spec`` and ``planner_spec``: the models the request picked for
+    the answering roles and the planner, if any; ``agent``: the handle and version of the
+    agent whose kit it runs with (none: the server's own); ``client``: the request's client
+    context (where the user was, their locale)."""
+
+    org_id: str
+    user_id: str
+    role: UserRole = "member"
+    model_spec: str | None = None
+    planner_spec: str | None = None
+    agent: tuple[str, int] | None = None
+    client: ClientContext | None = None
+
+    def job(self) -> dict[str, Any]:
+        job: dict[str, Any] = {
+            "org_id": self.org_id, "user_id": self.user_id, "role": self.role,
+            "model": self.model_spec,
+        }  # fmt: skip
+        if self.planner_spec is not None:
+            job["planner_model"] = self.planner_spec
+        if self.agent is not None:
+            job["agent"], job["agent_version"] = self.agent
+        if self.client is not None and not self.client.empty:
+            job["client"] = self.client.to_job()
+        return job
 
 
 TurnSetup = Callable[[Mapping[str, Any]], Awaitable[tuple[TurnKit, TurnRoleModels]]]
@@ -134,31 +141,23 @@ class TurnRunner:
 
     async def start(
         self,
+        order: TurnOrder,
         *,
         session_id: str,
-        org_id: str,
-        user_id: str,
-        role: UserRole = "member",
         text: str,
         models: TurnRoleModels,
         trace_id: str,
-        model_spec: str | None = None,
-        planner_spec: str | None = None,
         kit: TurnKit | None = None,
-        agent: tuple[str, int] | None = None,
         turn_id: str | None = None,
         background: bool = False,
-        client: ClientContext | None = None,
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background, under this
-        worker's lease; the job row says enough for another worker to take it over
-        (``model_spec``, ``planner_spec``: the models the request picked for the answering
-        roles and the planner, if any; ``agent``: the handle and
-        version of the agent whose ``kit`` it runs with; ``turn_id``: an id the caller
-        chose, e.g. a claimed background run's; ``client``: the request's client context)."""
+        worker's lease; the job row (``order``'s) says enough for another worker to take it
+        over (``kit``: the one of ``order.agent``; ``turn_id``: an id the caller chose,
+        e.g. a claimed background run's)."""
         await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
-        job = _job(org_id, user_id, role, model_spec, agent, planner_spec, client)
+        job = order.job()
         if background:  # a run: a resume or takeover sets it up as one (approvals defer)
             job["trigger"] = "run"
         turn = self._turn(
@@ -184,18 +183,7 @@ class TurnRunner:
                 _log.info("turn.superseded", turn_id=waiting.id, session_id=session_id)
 
     async def queue(
-        self,
-        *,
-        session_id: str,
-        org_id: str,
-        user_id: str,
-        role: UserRole = "member",
-        text: str,
-        trace_id: str,
-        model_spec: str | None = None,
-        planner_spec: str | None = None,
-        agent: tuple[str, int] | None = None,
-        client: ClientContext | None = None,
+        self, order: TurnOrder, *, session_id: str, text: str, trace_id: str
     ) -> TurnHandle:
         """Store ``text`` as the session's next turn, started when the running one ends
         (by the worker whose turn ended, or any worker's keeper) with the job ``start``
@@ -204,7 +192,7 @@ class TurnRunner:
         turn_id = str(uuid.uuid4())
         await self._store.queue.add(
             session_id, turn_id=turn_id, trace_id=trace_id, text=text,
-            job=_job(org_id, user_id, role, model_spec, agent, planner_spec, client),
+            job=order.job(),
         )  # fmt: skip
         after = await self._store.log.last_seq(session_id)
         _log.info("turn.queued", turn_id=turn_id, session_id=session_id)
@@ -274,12 +262,15 @@ class TurnRunner:
         this worker takes its lease. ``opening`` is the turn's ``user_message``; the answer
         keeps its message id."""
         epoch, job = await self._store.leases.take(
-            turn.id, self.worker_id, self.lease_s, job=_job(org_id, user_id, role, None)
+            turn.id,
+            self.worker_id,
+            self.lease_s,
+            job=TurnOrder(org_id=org_id, user_id=user_id, role=role).job(),
         )
         kit = None
         if job is not None and self.setups is not None:  # the models and kit it started with
             kit, models = await self.setups(job)
-        job = job or _job(org_id, user_id, role, None)
+        job = job or TurnOrder(org_id=org_id, user_id=user_id, role=role).job()
         resumed = self._turn(
             session_id=turn.session_id, turn_id=turn.id, trace_id=turn.trace_id,
             job=job, opening=opening, models=models,

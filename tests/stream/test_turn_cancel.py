@@ -9,7 +9,7 @@ import uuid
 from providers import AnthropicModel, ProviderConfig
 from providers.fake import FakeProvider, FakeServer, anthropic_reply
 from store import Store
-from turn import TurnRoleModels, TurnRunner
+from turn import TurnOrder, TurnRoleModels, TurnRunner
 
 
 async def test_cancelling_a_turn_closes_the_provider_stream(store: Store) -> None:
@@ -24,9 +24,8 @@ async def test_cancelling_a_turn_closes_the_provider_stream(store: Store) -> Non
         await store.sessions.create(org_id="acme", user_id="u", session_id=session_id, title="t")
         runner = TurnRunner(store, turn_timeout_s=30)
         await runner.start(
+            TurnOrder(org_id="acme", user_id="u"),
             session_id=session_id,
-            org_id="acme",
-            user_id="u",
             text="count slowly",
             models=TurnRoleModels(answer=model, planner=None, summariser=None),
             trace_id="trace-1",

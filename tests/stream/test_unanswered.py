@@ -22,7 +22,7 @@ from conftest import DEMO, JWT_SECRET, Server
 from helpers import Frame, stream_post, stream_turn, types
 from providers import ScriptedModel
 from store import Store
-from turn import TurnKit, TurnModels, TurnRunner
+from turn import TurnKit, TurnModels, TurnOrder, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver
 
@@ -170,7 +170,8 @@ async def test_one_worker_of_several_expires_a_turn(store: Store) -> None:
     await store.sessions.create(org_id=ORG, user_id="ada", session_id=SESSION, title=None)
     models = await keepers[0]._models.resolve(org_id=ORG, requested=None)
     handle = await runner.start(
-        session_id=SESSION, org_id=ORG, user_id="ada", role="owner", text=GOAL,
+        TurnOrder(org_id=ORG, user_id="ada", role="owner"),
+        session_id=SESSION, text=GOAL,
         models=models, trace_id="t1",
     )  # fmt: skip
     await runner.wait(handle.turn_id)

@@ -20,7 +20,7 @@ from providers import FunctionModel, ModelRequest, Reply, ScriptedModel, ToolCal
 from store import Store
 from store._models import AuditLogRow
 from tools import ToolContext, ToolRegistry
-from turn import TurnKit, TurnModels, TurnRoleModels, TurnRunner
+from turn import TurnKit, TurnModels, TurnOrder, TurnRoleModels, TurnRunner
 
 
 def plan(**fields: Any) -> str:
@@ -421,9 +421,8 @@ async def test_cancel_cuts_a_running_tool_off_and_never_starts_the_next_one(
     runner = TurnRunner(store, turn_timeout_s=30, kit=TurnKit(tools=_slow_tools(started, ran)))
     session_id = await _session(store, user="u")
     handle = await runner.start(
+        TurnOrder(org_id="acme", user_id="u"),
         session_id=session_id,
-        org_id="acme",
-        user_id="u",
         text="read twice",
         models=TurnRoleModels(answer=executor, planner=planner, summariser=None, executor=executor),
         trace_id="trace-1",
@@ -455,9 +454,8 @@ async def test_a_turn_cancelled_before_it_ran_is_still_closed(store: Store) -> N
     session_id = await _session(store, user="u")
     model = FunctionModel(lambda _request: "never said")
     handle = await runner.start(
+        TurnOrder(org_id="acme", user_id="u"),
         session_id=session_id,
-        org_id="acme",
-        user_id="u",
         text="hi",
         models=TurnRoleModels(answer=model, planner=None, summariser=None),
         trace_id="trace-2",

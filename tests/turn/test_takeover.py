@@ -37,7 +37,7 @@ from events import (
 from providers import Message, ScriptedModel, ToolResult
 from store import StaleOwnerError, Store, StoredEvent, UsageRecord
 from tools import ToolCallRequest, ToolContext, ToolRunner
-from turn import TurnKit, TurnModels, TurnRunner
+from turn import TurnKit, TurnModels, TurnOrder, TurnRunner
 from turn._keeper import Keeper
 from turn._models import ModelResolver
 from turn._takeover import logged_plan, resets
@@ -165,7 +165,8 @@ async def test_a_live_worker_keeps_its_lease_and_loses_a_taken_turn(store: Store
     b = worker(store, ScriptedModel([{"text": "Taken over."}]), "b:1", lease_s=30)
     resolver_models = TurnModels(executor=model)
     handle = await a._runner.start(
-        session_id="s-1", org_id=ORG, user_id="ada", text="hi",
+        TurnOrder(org_id=ORG, user_id="ada"),
+        session_id="s-1", text="hi",
         models=await ModelResolver(resolver_models, store.org_keys).resolve(
             org_id=ORG, requested=None),
         trace_id="t",
