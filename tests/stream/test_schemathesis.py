@@ -91,7 +91,7 @@ integer = {{ dictionary = "integers", probability = 0.3 }}
 """
 EXAMPLES_PER_OPERATION = 10  # for fuzzing; the coverage phase adds its boundary cases
 MIN_CASES = 300
-TIMEOUT_S = 240
+TIMEOUT_S = 420  # a hang guard: busy, a run takes 4-5 min since the chat body grew
 
 
 def _models() -> TurnModels:
