@@ -182,16 +182,25 @@ class Sessions:
             row = result.first()
         return None if row is None else TurnRecord(**row._asdict())
 
-    async def resume_turn(self, turn_id: str) -> bool:
-        """Mark a ``suspended`` turn ``running`` again; returns whether this call did (of two
-        concurrent resumes exactly one wins; never while another turn runs in its session:
-        the one-running-turn index refuses it)."""
+    async def resume_turn(
+        self, turn_id: str, *, worker_id: str | None = None, lease_until: datetime | None = None
+    ) -> bool:
+        """Mark a ``suspended`` turn ``running`` again, held by ``worker_id`` until
+        ``lease_until`` from the same statement (a running turn without a lease is a dead
+        worker's to any keeper, which would take it over before the resume starts it);
+        returns whether this call did (of two concurrent resumes exactly one wins; never
+        while another turn runs in its session: the one-running-turn index refuses it)."""
         try:
             async with self._db.write() as conn:
                 result = await conn.execute(
                     update(TurnRow)
                     .where(TurnRow.id == turn_id, TurnRow.status == "suspended")
-                    .values(status="running", finished_at=None)
+                    .values(
+                        status="running",
+                        finished_at=None,
+                        worker_id=worker_id,
+                        lease_until=lease_until,
+                    )
                     .returning(TurnRow.id)
                 )
                 return result.first() is not None

@@ -82,7 +82,9 @@ async def _go_on(
     if still:
         closing = [*events, Done(session_id=turn.session_id, status="suspended")]
         return await store.log.append(turn.session_id, closing, turn_id=turn.id, finish="suspended")
-    if not await store.sessions.resume_turn(turn.id):
+    runner = services.runner
+    held = (runner.worker_id, runner.lease_until())
+    if not await store.sessions.resume_turn(turn.id, worker_id=held[0], lease_until=held[1]):
         raise ApiError(409, "tool_already_resolved", "This turn is already resuming")
     stored = await store.log.append(turn.session_id, events, turn_id=turn.id)
     models = await services.models.resolve(org_id=principal.org_id, requested=None)

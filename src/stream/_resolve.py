@@ -113,7 +113,11 @@ async def answer_call(
             stored = await store.log.append(record.id, closing, turn_id=turn.id, finish="suspended")
         else:
             # The lock makes this ours; the conditional update keeps a second process out.
-            if not await store.sessions.resume_turn(turn.id):
+            runner = services.runner
+            held = (runner.worker_id, runner.lease_until())
+            if not await store.sessions.resume_turn(
+                turn.id, worker_id=held[0], lease_until=held[1]
+            ):
                 raise ApiError(409, "tool_already_resolved", "This turn is already resuming")
             stored = await store.log.append(record.id, [event], turn_id=turn.id)
             models = await services.models.resolve(org_id=principal.org_id, requested=None)

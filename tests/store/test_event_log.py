@@ -161,3 +161,23 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "webhooks",
         "workouts",
     ]
+
+
+async def test_a_resumed_turn_is_held_from_the_statement_that_resumes_it(store: Store) -> None:
+    """A suspended turn marked running again carries its resumer's lease at once: a keeper
+    ticking between the resume and the runner taking the lease must not take it over as a
+    dead worker's (it did, under load: the confirmation's stream then ended ``suspended``)."""
+    from datetime import UTC, datetime
+
+    session_id = await _session(store)
+    turn_id = str(uuid.uuid4())
+    opening = [UserMessage(message_id="m", text="delete it")]
+    await store.log.open_turn(session_id, opening, turn_id=turn_id, trace_id="t")
+    done = Done(session_id=session_id, status="suspended")
+    await store.log.append(session_id, [done], turn_id=turn_id, finish="suspended")
+
+    until = datetime.now(UTC) + timedelta(seconds=30)
+    assert await store.sessions.resume_turn(turn_id, worker_id="a:1", lease_until=until)
+
+    assert await store.leases.claim_expired("b:1", 30) == []
+    assert (await store.leases.holder(turn_id))[0] == "a:1"
