@@ -256,7 +256,7 @@ def _in_progress(turn_id: str | None) -> ApiError:
     return ApiError(
         409,
         "turn_in_progress",
-        f"{running} still running in this session; send the message once its done "
+        f"{running} still running in this session; send the message after its `done` event "
         "arrives, or cancel it first",
         headers={"X-Turn-Id": turn_id} if turn_id else None,
     )
