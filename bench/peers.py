@@ -70,7 +70,7 @@ from tools import (
     ToolRunner,
     UserRole,
 )
-from turn import TurnKit, TurnRoleModels, TurnRunner
+from turn import TurnKit, TurnOrder, TurnRoleModels, TurnRunner
 from turn._appender import BatchingAppender  # the turn's own writer, not public API
 
 ORG = "bench"
@@ -343,8 +343,8 @@ class BosunTurn:
             double.calls.clear()
         started = time.perf_counter()
         handle = await self.runner.start(
-            session_id=session_id, org_id=ORG, user_id=USER, role=ROLE, text=prompt(k),
-            models=self.models, trace_id=uuid.uuid4().hex,
+            TurnOrder(org_id=ORG, user_id=USER, role=ROLE),
+            session_id=session_id, text=prompt(k), models=self.models, trace_id=uuid.uuid4().hex,
         )  # fmt: skip
         await self.runner.wait(handle.turn_id)
         elapsed = time.perf_counter() - started
