@@ -59,7 +59,14 @@ from executors import PendingCall
 from fleet import HANDLE_PATTERN
 from store import SessionRecord, StoredEvent
 from stream._agents import require_answer, require_chat, session_agent
-from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
+from stream._api import (
+    AnswerModelSpec,
+    AuthedRequest,
+    PlannerModelSpec,
+    ProtocolBody,
+    Services,
+    ServicesDep,
+)
 from stream._auth import Principal
 from stream._bounds import BLANKS, MESSAGE_PATTERN, THREAD_ID_PATTERN, MessageText
 from stream._client import MAX_NOTES_CHARS, ClientContextIn
@@ -175,18 +182,8 @@ class AgUiProps(BaseModel):
     agent: str | None = Field(
         default=None, pattern=HANDLE_PATTERN, description="The agent a new thread talks to."
     )
-    model: str | None = Field(
-        default=None,
-        max_length=200,
-        description="The model of every role that answers: a spec among the server's allowed "
-        "ones (else 422 model_not_allowed).",
-    )
-    planner_model: str | None = Field(
-        default=None,
-        max_length=200,
-        description="The planner's model: a spec among the server's allowed ones (else 422 "
-        "model_not_allowed); omit to keep the planner's own.",
-    )
+    model: AnswerModelSpec = None
+    planner_model: PlannerModelSpec = None
     context: ClientContextIn | None = Field(
         default=None, description="The client context, as a chat request's `context`."
     )

@@ -35,7 +35,14 @@ from pydantic_core import PydanticCustomError
 
 from fleet import HANDLE_PATTERN
 from store import StoredEvent
-from stream._api import AuthedRequest, ProtocolBody, Services, ServicesDep
+from stream._api import (
+    AnswerModelSpec,
+    AuthedRequest,
+    PlannerModelSpec,
+    ProtocolBody,
+    Services,
+    ServicesDep,
+)
 from stream._bounds import BLANKS, THREAD_ID_PATTERN, int_query
 from stream._client import ClientContextIn
 from stream._errors import ApiError
@@ -151,18 +158,8 @@ class AiSdkChatIn(ProtocolBody):
     agent: str | None = Field(
         default=None, pattern=HANDLE_PATTERN, description="The agent a new chat talks to."
     )
-    model: str | None = Field(
-        default=None,
-        max_length=200,
-        description="The model of every role that answers: a spec among the server's allowed "
-        "ones (else 422 model_not_allowed).",
-    )
-    planner_model: str | None = Field(
-        default=None,
-        max_length=200,
-        description="The planner's model: a spec among the server's allowed ones (else 422 "
-        "model_not_allowed); omit to keep the planner's own.",
-    )
+    model: AnswerModelSpec = None
+    planner_model: PlannerModelSpec = None
     context: ClientContextIn | None = Field(
         default=None, description="The client context, as a chat request's `context`."
     )

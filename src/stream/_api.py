@@ -6,7 +6,7 @@ import asyncio
 import weakref
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from litestar import Request
 from litestar.di import NamedDependency
@@ -120,6 +120,27 @@ class RequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+AnswerModelSpec = Annotated[
+    str | None,
+    Field(
+        max_length=200,
+        description="The model of every role that answers (the plan's steps, the merge, a "
+        "direct answer), over the agent's: a spec among the server's allowed ones (else 422 "
+        "model_not_allowed).",
+    ),
+]
+"""A chat body's ``model`` (the native, AI SDK and AG-UI bodies say it the same way)."""
+PlannerModelSpec = Annotated[
+    str | None,
+    Field(
+        max_length=200,
+        description="The planner's model, over the agent's and the server's: a spec among the "
+        "server's allowed ones (else 422 model_not_allowed); omit to keep the planner's own.",
+    ),
+]
+"""A chat body's ``planner_model``."""
+
+
 class ProtocolBody(BaseModel):
     """A chat protocol's JSON body (the AI SDK's, AG-UI's): its clients send fields Bosun
     does not read, so unknown fields are accepted (and ignored), but its OpenAPI schema is
@@ -138,19 +159,8 @@ class ChatRequest(RequestBody):
         description="Where the user is (page, entity, focus, notes) and their locale: every "
         "role's prompt carries it, and sources bound to the entity's type load it.",
     )
-    model: str | None = Field(
-        default=None,
-        max_length=200,
-        description="The model of every role that answers (the plan's steps, the merge, a "
-        "direct answer), over the agent's: a spec among the server's allowed ones (else 422 "
-        "model_not_allowed).",
-    )
-    planner_model: str | None = Field(
-        default=None,
-        max_length=200,
-        description="The planner's model, over the agent's and the server's: a spec among the "
-        "server's allowed ones (else 422 model_not_allowed); omit to keep the planner's own.",
-    )
+    model: AnswerModelSpec = None
+    planner_model: PlannerModelSpec = None
     agent: str | None = Field(
         default=None,
         pattern=HANDLE_PATTERN,
