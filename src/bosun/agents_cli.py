@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from bosun._dev_key import missing_key_help
 from bosun.chat_cli import heartbeat, print_events
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
@@ -122,7 +123,10 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
     quiet_logging(settings)
     try:
         status = asyncio.run(_run(args, settings))
-    except (AgentNotFoundError, AgentPausedError, AgentRateLimitedError, SecretsKeyError) as exc:
+    except SecretsKeyError as exc:
+        print(f"bosun run: {missing_key_help(exc, 'run')}", file=sys.stderr)
+        return 2
+    except (AgentNotFoundError, AgentPausedError, AgentRateLimitedError) as exc:
         print(f"bosun run: {exc}", file=sys.stderr)
         return 2
     return 0 if status in ("queued", "completed", "suspended") else 1
