@@ -161,6 +161,26 @@ async def put_agent(
     return _out(await _save(services, request.user, _handle(handle), profile, create=False))
 
 
+_MAX_VERSION = 2**31 - 1  # the column's range: a larger number would fail in PostgreSQL
+
+
+@get(
+    "/v1/agents/{handle:str}/versions/{version:int}",
+    summary="One saved version of an agent's profile (kept after later saves and deletion)",
+)
+async def get_agent_version(
+    handle: FromPath[str], version: FromPath[int], request: AuthedRequest, services: ServicesDep
+) -> AgentOut:
+    """What a version said, so an editor can show what the next one changed."""
+    if not 0 <= version <= _MAX_VERSION:
+        raise ApiError(400, "invalid_request", f"A version is 0 to {_MAX_VERSION}, not {version}")
+    try:
+        agent = await services.agents.at_version(request.user.org_id, _handle(handle), version)
+    except AgentNotFoundError as exc:
+        raise ApiError(404, "not_found", str(exc)) from None
+    return _out(agent)
+
+
 @delete("/v1/agents/{handle:str}", summary="Delete an agent (its versions stay on record)")
 async def delete_agent(
     handle: FromPath[str], request: AuthedRequest, services: ServicesDep
