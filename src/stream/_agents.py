@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Annotated
 
 from litestar import delete, get, post, put
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, PathParameter
 from pydantic import BaseModel, Field
 
 from fleet import (
@@ -162,6 +162,12 @@ async def put_agent(
 
 
 _MAX_VERSION = 2**31 - 1  # the column's range: a larger number would fail in PostgreSQL
+_VERSION = PathParameter(
+    ge=0,
+    le=_MAX_VERSION,
+    description="A version the agent was saved as (0: the built-in default).",
+    schema_extra={"minimum": 0, "maximum": _MAX_VERSION},  # exact integers (see int_query)
+)
 
 
 @get(
@@ -169,11 +175,12 @@ _MAX_VERSION = 2**31 - 1  # the column's range: a larger number would fail in Po
     summary="One saved version of an agent's profile (kept after later saves and deletion)",
 )
 async def get_agent_version(
-    handle: FromPath[str], version: FromPath[int], request: AuthedRequest, services: ServicesDep
+    handle: FromPath[str],
+    version: Annotated[int, _VERSION],
+    request: AuthedRequest,
+    services: ServicesDep,
 ) -> AgentOut:
     """What a version said, so an editor can show what the next one changed."""
-    if not 0 <= version <= _MAX_VERSION:
-        raise ApiError(400, "invalid_request", f"A version is 0 to {_MAX_VERSION}, not {version}")
     try:
         agent = await services.agents.at_version(request.user.org_id, _handle(handle), version)
     except AgentNotFoundError as exc:
