@@ -211,6 +211,14 @@ async def test_an_owner_edits_tools_and_identity_and_sees_version_2(
     assert await editor.evaluate("n => n.scrollWidth <= n.clientWidth")
     await docs_shot(page, "web-agent-editor-phone.png")
 
+    # On the phone too: untick the tool, save v3, see just that change.
+    await editor.locator("input[value='workouts.create']").uncheck()
+    await editor.get_by_role("button", name="Save as v3").click()
+    await expect(editor.locator(".edit-title")).to_have_text("Edit @coach · v3")
+    await expect(changes.locator("h5")).to_have_text("Changes in v3 (from v2)")
+    await expect(changes.locator("li")).to_have_text(['tools: \u2212 "workouts.create"'])
+    await expect(editor.locator(".edit-title")).to_be_in_viewport()
+
 
 async def test_bad_input_shows_the_apis_error(browser: Browser, bosun: Bosun) -> None:
     """A fresh page of its own: the refused save's 422 is logged by the browser, which the
