@@ -33,8 +33,10 @@ LOOKUP = """
 - match: "Look up Priya"
   text: >-
     {"strategy": "tool", "reasoning": "One search.",
-     "steps": [{"id": "s1", "goal": "Find the member Priya", "tools": ["members.search"],
-                "max_tool_calls": 2}]}
+     "steps": [{"id": "s1", "goal": "Find the member Priya",
+                "tools": ["members.get", "members.search"], "max_tool_calls": 3}]}
+- match: "Find the member Priya"
+  tool_calls: [{id: toolu_ghost, name: members_get, input: {member_id: mem_ghost}}]
 - match: "Find the member Priya"
   tool_calls: [{id: toolu_find, name: members_search, input: {query: Priya}}]
 - match: "Find the member Priya"
@@ -130,11 +132,14 @@ async def test_the_agents_view_is_finished(page: Page, bosun: Bosun, docs_shot: 
     lookup = page.locator("tr.run")
     await expect(lookup).to_have_count(1)
     await expect(lookup.locator(".run-figures")).to_have_text(
-        f"1 step · 1 tool call · ${calls * 4200 / 1e6:.4f}"
+        f"1 step · 2 tool calls · ${calls * 4200 / 1e6:.4f}"
     )
     await lookup.click()
     await expect(lookup).to_have_attribute("aria-current", "true")
-    await expect(page.locator("#run-detail .run-steps li")).to_have_text(["s1: ok · 1 tool call"])
+    await expect(page.locator("#run-detail .run-steps li")).to_have_text(
+        ["s1: done, 1 tool call failed · 2 tool calls"]  # a failed call: not a plain "ok"
+    )
+    await expect(page.locator("#run-detail .run-calls li")).to_have_count(2)
     await page.locator("#agents").evaluate("n => n.scrollTo(0, 0)")  # the docs show it whole
     await docs_shot(page, "web-agents.png")
 

@@ -45,6 +45,13 @@ export function plural(count, noun) {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
+/** A run's step as the chat says it: one done over failed tool calls is not a plain ok. */
+function stepStatus(step) {
+  if (!step.ok) return "failed";
+  const failed = step.failed_tool_calls ?? 0;
+  return failed ? `done, ${plural(failed, "tool call")} failed` : "ok";
+}
+
 const DAY = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
 
 /** "Nov 27" for a UTC day "2026-11-27". */
@@ -357,7 +364,7 @@ export class AgentsView {
       h("p.run-answer", { textContent: run.answer ?? "" }),
       h("h5", { textContent: "Steps" }),
       listOf("ul.run-steps", run.steps, (s) =>
-        `${s.step_id}: ${s.ok ? "ok" : "failed"} · ${plural(s.tool_calls, "tool call")}`),
+        `${s.step_id}: ${stepStatus(s)} · ${plural(s.tool_calls, "tool call")}`),
       h("h5", { textContent: "Tool calls" }),
       listOf("ul.run-calls", run.tool_calls, (c) => `${c.tool} · ${c.status}`),
       h("h5", { textContent: "Resources" }),
