@@ -182,7 +182,7 @@ async def get_agent_version(
 ) -> AgentOut:
     """What a version said, so an editor can show what the next one changed."""
     try:
-        agent = await services.agents.at_version(request.user.org_id, _handle(handle), version)
+        agent = await services.agents.at_version(request.user.org_id, handle, version)
     except AgentNotFoundError as exc:
         raise ApiError(404, "not_found", str(exc)) from None
     return _out(agent)
