@@ -262,3 +262,24 @@ async def test_members_get_no_editor(page: Page, bosun: Bosun) -> None:
     )
     await expect(page.locator("table.runs thead th")).to_have_count(4)
     await expect(page.get_by_role("button", name="Edit agent")).to_have_count(0)
+
+
+async def test_changes_list_each_changed_field(page: Page, bosun: Bosun) -> None:
+    """The editor's diff, in the browser: a list's additions and removals, a nested
+    field's old and new, a long text cut short, the server's own fields left out."""
+    await page.goto(bosun.url)
+    lines = await page.evaluate(
+        """async () => {
+            const { changes } = await import("/web/editor.js");
+            const before = {name: "A", identity_prompt: "x".repeat(100), tools: ["a.*", "b.c"],
+                            limits: {max_steps: 30}, schedule: null, version: 1};
+            const after = {name: "A", identity_prompt: "y", tools: ["b.c", "d.*"],
+                           limits: {max_steps: 20}, schedule: null, version: 2};
+            return changes(before, after);
+        }"""
+    )
+    assert lines == [
+        {"path": "identity_prompt", "text": f'"{"x" * 79}… → "y"'},
+        {"path": "limits.max_steps", "text": "30 → 20"},
+        {"path": "tools", "text": '+ "d.*", \u2212 "a.*"'},
+    ]

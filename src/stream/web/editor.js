@@ -29,8 +29,8 @@ function flatten(value, path = "", out = {}) {
 
 function shown(value) {
   if (value === null || value === undefined) return "unset";
-  const text = typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value);
-  return text.length > MAX_SHOWN ? `${text.slice(0, MAX_SHOWN)}…"` : text;
+  const text = JSON.stringify(value);
+  return text.length > MAX_SHOWN ? `${text.slice(0, MAX_SHOWN)}…` : text;
 }
 
 /** What changed from `before` to `after` (two profiles): one line per field, a list's
