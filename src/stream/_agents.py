@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Annotated
 
 from litestar import delete, get, post, put
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, PathParameter
 from pydantic import BaseModel, Field
 
 from fleet import (
@@ -159,6 +159,33 @@ async def put_agent(
 ) -> AgentOut:
     profile = AgentProfile.model_validate(data.model_dump())
     return _out(await _save(services, request.user, _handle(handle), profile, create=False))
+
+
+_MAX_VERSION = 2**31 - 1  # the column's range: a larger number would fail in PostgreSQL
+_VERSION = PathParameter(
+    ge=0,
+    le=_MAX_VERSION,
+    description="A version the agent was saved as (0: the built-in default).",
+    schema_extra={"minimum": 0, "maximum": _MAX_VERSION},  # exact integers (see int_query)
+)
+
+
+@get(
+    "/v1/agents/{handle:str}/versions/{version:int}",
+    summary="One saved version of an agent's profile (kept after later saves and deletion)",
+)
+async def get_agent_version(
+    handle: FromPath[str],
+    version: Annotated[int, _VERSION],
+    request: AuthedRequest,
+    services: ServicesDep,
+) -> AgentOut:
+    """What a version said, so an editor can show what the next one changed."""
+    try:
+        agent = await services.agents.at_version(request.user.org_id, handle, version)
+    except AgentNotFoundError as exc:
+        raise ApiError(404, "not_found", str(exc)) from None
+    return _out(agent)
 
 
 @delete("/v1/agents/{handle:str}", summary="Delete an agent (its versions stay on record)")

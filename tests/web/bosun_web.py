@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +18,13 @@ from typing import Any
 
 import httpx
 import yaml
+from playwright.async_api import Page
 
 from bosun.settings import DEV_JWT_SECRET
 from stream import TokenConfig, mint_token
 
+DocsShot = Callable[[Page, str], Awaitable[None]]
+"""``await docs_shot(page, name)``: the conftest fixture that writes a docs screenshot."""
 BOSUN = [sys.executable, "-m", "bosun.cli"]
 DEV_LINK = re.compile(r"Web chat, signed in: (http://\S+)")
 # Titles come after a session's first answer; listed first, these steps always catch them.

@@ -16,7 +16,7 @@ import pytest
 from playwright.async_api import Locator, Page, expect
 
 from bosun_demo import seed_id
-from bosun_web import Bosun, serve
+from bosun_web import Bosun, DocsShot, serve
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -165,6 +165,13 @@ def bosun(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bosun]:
         yield served
 
 
+NO_APPROVALS_POLL = """{
+  const every = window.setInterval;
+  window.setInterval = (fn, ms, ...args) => (ms === 5000 ? 0 : every(fn, ms, ...args));
+}"""
+"""An init script that stops the page's 5 s poll of the pending approvals count."""
+
+
 async def open_chat(page: Page, bosun: Bosun) -> None:
     await page.goto(bosun.page_url())
     await expect(page.locator("#identity")).to_contain_text("dev · dev-org (owner)")
@@ -236,7 +243,7 @@ async def test_streamed_answer(page: Page, bosun: Bosun) -> None:
     ]  # fmt: skip
 
 
-async def test_complex_plan(page: Page, bosun: Bosun) -> None:
+async def test_complex_plan(page: Page, bosun: Bosun, docs_shot: DocsShot) -> None:
     await page.set_viewport_size({"width": 1280, "height": 1080})
     await open_chat(page, bosun)
     await send(page, "Get Priya ready for her first week")
@@ -267,6 +274,7 @@ async def test_complex_plan(page: Page, bosun: Bosun) -> None:
     )
     await expect(page.locator(".answer")).to_have_text(MERGED)
     await expect(page.locator(".turn-usage")).to_have_text("5,588 tokens · $0.00")
+    await docs_shot(page, "web-chat.png")  # the README's and docs/web.md's picture
 
     # Reopened from the sidebar, the session is drawn from its detail (GET
     # /v1/sessions/{id}): the same steps with their text, their tool calls collapsed, and
@@ -298,7 +306,7 @@ async def test_partial_answer(page: Page, bosun: Bosun) -> None:
     s1, s2 = page.locator(".step[data-step-id=s1]"), page.locator(".step[data-step-id=s2]")
     # s1 answered, over a failed call: not a plain "ok"; s2's provider failed.
     await expect(s1).to_have_attribute("data-status", "degraded")
-    await expect(s1.locator(".step-head .badge")).to_have_text("ok · 1 failed")
+    await expect(s1.locator(".step-head .badge")).to_have_text("done, 1 tool call failed")
     await expect(s1.locator(".step-facts")).to_contain_text("1 tool call (1 failed)")
     await expect(s2).to_have_attribute("data-status", "failed")
     await expect(s2.locator(".step-facts")).to_contain_text("provider_overloaded")
@@ -320,7 +328,11 @@ async def test_cut_short_answer(page: Page, bosun: Bosun) -> None:
 
 
 async def test_approve_confirmation(page: Page, bosun: Bosun) -> None:
+    # The top bar's 5 s poll is off: the Approvals badge must follow the chat by itself.
+    await page.add_init_script(NO_APPROVALS_POLL)
     await open_chat(page, bosun)
+    badge = page.locator("#approvals-count")
+    await expect(badge).to_have_text("0")
     await send(page, "Delete the Engine builder workout")
     card = page.locator(".card.ask.confirm")
     await expect(card.locator(".ask-title")).to_have_text("Approve workouts.delete?")
@@ -328,8 +340,10 @@ async def test_approve_confirmation(page: Page, bosun: Bosun) -> None:
     await turn_ends(page, "suspended")
     await expect(page.locator(".turn-status")).to_have_text("Waiting for your answer")
     await expect(page.locator("#message")).to_be_enabled()
+    await expect(badge).to_have_text("1")  # the pending confirmation
 
     await card.get_by_role("button", name="Approve").click()
+    await expect(badge).to_have_text("0")  # answered here: read again at once
 
     await expect(page.locator(".answer")).to_have_text("Deleted the Engine builder workout.")
     await turn_ends(page)

@@ -4,6 +4,7 @@
 
 import { readFrames } from "./sse.js";
 import { h } from "./render.js";
+import { AgentEditor } from "./editor.js";
 
 const POLL_MS = 1000;
 const COST_DAYS = 14;
@@ -39,18 +40,63 @@ function dollars(usd) {
   return `$${usd.toFixed(4)}`;
 }
 
-/** Daily cost bars (oldest first), each as tall as its share of the dearest day. */
+/** "1 step", "2 steps": a count with its noun, singular for one. */
+export function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+/** A run's step as the chat says it: one done over failed tool calls is not a plain ok. */
+function stepStatus(step) {
+  if (!step.ok) return "failed";
+  const failed = step.failed_tool_calls ?? 0;
+  return failed ? `done, ${plural(failed, "tool call")} failed` : "ok";
+}
+
+const DAY = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+
+/** "Nov 27" for a UTC day "2026-11-27". */
+function dayName(day) {
+  return DAY.format(new Date(`${day}T00:00:00Z`));
+}
+
+/** Daily cost bars (oldest first), each as tall as its share of the dearest day, with the
+ * scale's top and the days under them; "No spend yet" when there is none to draw. */
 function costBars(days) {
-  const top = Math.max(1, ...days.map((d) => d.cost_usd_micros));
-  return h(
+  const total = days.reduce((sum, d) => sum + d.cost_usd_micros, 0);
+  if (!total) {
+    return h("p.cost-empty", { textContent: `No spend yet in the last ${days.length} days.` });
+  }
+  const top = Math.max(...days.map((d) => d.cost_usd_micros));
+  const bars = h(
     "ol.cost-bars",
-    { "aria-label": `Cost per day, last ${days.length} days` },
-    ...days.map((d) => {
+    { "aria-label": `Cost per day (UTC), last ${days.length} days` },
+    ...days.map((d, i) => {
       const cost = dollars(d.cost_usd_micros / 1e6);
       const bar = h("span.cost-bar", { dataset: { day: d.day, micros: String(d.cost_usd_micros) } });
       bar.style.height = `${Math.round((100 * d.cost_usd_micros) / top)}%`; // CSSOM: CSP-safe
-      return h("li", { title: `${d.day}: ${cost}`, "aria-label": `${d.day}: ${cost}` }, bar);
+      // Every other day is named (the first and the last always): 14 fit on a phone.
+      const named = i === 0 || i === days.length - 1 || (days.length - 1 - i) % 2 === 0;
+      return h(
+        "li",
+        { title: `${dayName(d.day)}: ${cost}`, "aria-label": `${dayName(d.day)}: ${cost}` },
+        h("span.cost-well", {}, bar),
+        h("span.cost-day", { textContent: named ? d.day.slice(8).replace(/^0/, "") : "" }),
+      );
     }),
+  );
+  return h(
+    "figure.cost-chart",
+    {},
+    h("figcaption", {
+      textContent: `Cost per day (UTC), ${dayName(days[0].day)} – ${dayName(days.at(-1).day)}: ${dollars(total / 1e6)} in all`,
+    }),
+    h(
+      "div.cost-plot",
+      {},
+      h("div.cost-axis", { "aria-hidden": "true" },
+        h("span", { textContent: dollars(top / 1e6) }), h("span", { textContent: "$0" })),
+      bars,
+    ),
   );
 }
 
@@ -66,6 +112,7 @@ export class AgentsView {
     this.runId = null; // the run whose detail is shown
     this.timer = null;
     this.tail = null; // the AbortController of the live tail
+    this.editor = null; // the open agent's editor (owner and staff)
   }
 
   async show() {
@@ -98,6 +145,7 @@ export class AgentsView {
           textContent: ` @${agent.handle} · v${agent.version}${paused ? " · paused" : ""}`,
         }),
       );
+      if (agent.handle === this.agent) button.setAttribute("aria-current", "true");
       button.addEventListener("click", () => this.openAgent(agent.handle));
       list.append(h("li", {}, button));
     }
@@ -110,10 +158,19 @@ export class AgentsView {
     if (this.agent) await this.openAgent(this.agent);
   }
 
+  /** Mark the agent on screen in the list (and only it). */
+  markSelected() {
+    for (const button of this.root.querySelectorAll("button.agent")) {
+      if (button.dataset.handle === this.agent) button.setAttribute("aria-current", "true");
+      else button.removeAttribute("aria-current");
+    }
+  }
+
   async openAgent(handle) {
     this.stop();
     this.agent = handle;
     this.runId = null;
+    this.markSelected();
     const panel = this.root.querySelector("#agent-detail");
     const task = h("input", {
       id: "run-task", type: "text", placeholder: "What should it do?", "aria-label": "Task",
@@ -135,18 +192,46 @@ export class AgentsView {
       if (!error) task.value = "";
       await this.refreshRuns();
     });
+    const editorRoot = h("section.agent-edit", { id: "agent-edit", "aria-label": "Edit agent" });
+    this.editor = new AgentEditor(editorRoot, {
+      api: this.api,
+      onSaved: (agent) => this.saved(agent),
+    });
+    const edit = this.manager()
+      ? h("button.edit-agent", { type: "button", textContent: "Edit agent" })
+      : null;
+    edit?.addEventListener("click", async () => {
+      await this.editor.open(handle);
+      editorRoot.scrollIntoView({ block: "start" });
+    });
+    const head = h(
+      "tr",
+      {},
+      ...["Task", "Status", "Work and cost", "Started"].map((text) => h("th", { scope: "col", textContent: text })),
+    );
     panel.replaceChildren(
+      h("div.agent-head", {}, h("h3", { textContent: `@${handle}` }), edit),
+      editorRoot,
       h("section.agent-costs", { id: "agent-costs", "aria-label": "Costs" }),
       h("section.agent-toolsets", { id: "agent-toolsets", "aria-label": "MCP toolsets" }),
-      h("h3", { textContent: `@${handle}: runs` }),
+      h("h4.runs-title", { textContent: "Runs" }),
       form,
       note,
-      h("table.runs", {}, h("tbody", { id: "runs" })),
+      h("table.runs", {}, h("thead", {}, head), h("tbody", { id: "runs" })),
       h("section.run-detail", { id: "run-detail", "aria-label": "Run" }),
     );
     await this.renderCosts(handle);
     await this.renderToolsets(handle);
     await this.refreshRuns();
+  }
+
+  /** A version saved in the editor: the list says it (the editor shows what changed). */
+  saved(agent) {
+    const meta = this.root.querySelector(`button.agent[data-handle="${agent.handle}"] .agent-meta`);
+    const paused = agent.paused || agent.paused_at;
+    if (meta) meta.textContent = ` @${agent.handle} · v${agent.version}${paused ? " · paused" : ""}`;
+    const name = this.root.querySelector(`button.agent[data-handle="${agent.handle}"] strong`);
+    if (name) name.textContent = agent.name;
   }
 
   /** The MCP toolsets the agent's profile names and whether each is connected: a down
@@ -239,11 +324,12 @@ export class AgentsView {
           h("td.run-task", { textContent: run.task }),
           h("td.run-status", { textContent: STATUS_TEXT[run.status] ?? run.status }),
           h("td.run-figures", {
-            textContent: `${run.steps} steps · ${run.tool_calls} tool calls · $${(run.cost_usd_micros / 1e6).toFixed(4)}`,
+            textContent: `${plural(run.steps, "step")} · ${plural(run.tool_calls, "tool call")} · $${(run.cost_usd_micros / 1e6).toFixed(4)}`,
           }),
           h("td.run-time", { textContent: when(run.created_at) }),
         );
-        row.addEventListener("click", () => this.openRun(run.run_id));
+        if (run.run_id === this.runId) row.setAttribute("aria-current", "true");
+        row.addEventListener("click", () => this.openRun(run.run_id, { reveal: true }));
         return row;
       }),
     );
@@ -253,10 +339,17 @@ export class AgentsView {
     }
   }
 
-  async openRun(runId) {
+  /** Show a run's detail; `reveal`: scroll it into view (a click on a phone would
+   * otherwise open it below the fold). */
+  async openRun(runId, { reveal = false } = {}) {
     this.tail?.abort();
     this.runId = runId;
+    for (const row of this.root.querySelectorAll("tr.run")) {
+      if (row.dataset.runId === runId) row.setAttribute("aria-current", "true");
+      else row.removeAttribute("aria-current");
+    }
     await this.renderRun(runId);
+    if (reveal) this.root.querySelector("#run-detail")?.scrollIntoView({ block: "nearest" });
     const { data } = await this.api("GET", `/v1/runs/${runId}`);
     if (data && LIVE.has(data.status)) this.follow(runId);
   }
@@ -271,7 +364,7 @@ export class AgentsView {
       h("p.run-answer", { textContent: run.answer ?? "" }),
       h("h5", { textContent: "Steps" }),
       listOf("ul.run-steps", run.steps, (s) =>
-        `${s.step_id}: ${s.ok ? "ok" : "failed"} · ${s.tool_calls} tool calls`),
+        `${s.step_id}: ${stepStatus(s)} · ${plural(s.tool_calls, "tool call")}`),
       h("h5", { textContent: "Tool calls" }),
       listOf("ul.run-calls", run.tool_calls, (c) => `${c.tool} · ${c.status}`),
       h("h5", { textContent: "Resources" }),

@@ -14,6 +14,8 @@ const MAX_RETRIES = 20;
 const APPROVALS_POLL_MS = 5000;
 const MANAGERS = new Set(["owner", "staff"]);
 const LIVE_STATUSES = new Set(["running", "suspended", "queued"]); // replayed from the log, not the detail
+/** Events that change the org's pending approvals: the badge is read again at once. */
+const APPROVAL_EVENTS = new Set(["confirmation_pending", "tool_resolved", "approval_resolved", "done"]);
 const QUEUED_TEXT = "Queued: your message runs when the reply being written ends.";
 
 const $ = (id) => document.getElementById(id);
@@ -71,7 +73,7 @@ const approvalsView = new ApprovalsView(ui.approvals, {
   openRun: async (agent, runId) => {
     agentsView.agent = agent;
     await showView("agents");
-    await agentsView.openRun(runId);
+    await agentsView.openRun(runId, { reveal: true });
   },
 });
 
@@ -276,6 +278,7 @@ function toEvent(frame) {
 
 function onLiveEvent(event) {
   ui.empty.hidden = true;
+  if (APPROVAL_EVENTS.has(event.type) && !ui.approvalsToggle.hidden) approvalsView.refreshCount();
   if (event.type === "session_started") openedSession(event.data.session_id);
   if (event.type === "error" && event.data.code === "budget_exceeded") block(event.data);
 }
@@ -334,6 +337,7 @@ async function answer(route, body) {
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(body),
   });
+  if (!ui.approvalsToggle.hidden) approvalsView.refreshCount(); // answered here: not pending now
   await afterTurn();
   return error;
 }

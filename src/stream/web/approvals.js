@@ -116,8 +116,10 @@ export class ApprovalsView {
 
   /** The pending count alone (the top bar's badge); null when it could not be read. */
   async refreshCount() {
+    const asked = (this.countAsked = (this.countAsked ?? 0) + 1);
     const { data } = await this.api("GET", "/v1/approvals?status=pending&limit=1");
     if (!data) return null;
+    if (asked !== this.countAsked) return null; // a later read answers (reads may cross)
     const pending = data.counts.pending ?? 0;
     this.onCount(pending);
     return pending;

@@ -343,7 +343,9 @@ export class Transcript {
     // A step that did its work over failed tool calls is not shown as a plain "ok".
     const failedCalls = data.failed_tool_calls ?? 0;
     if (!data.ok) badge(node, "failed");
-    else if (failedCalls) badge(node, "degraded", `ok · ${failedCalls} failed`);
+    else if (failedCalls) {
+      badge(node, "degraded", `done, ${failedCalls} tool call${failedCalls === 1 ? "" : "s"} failed`);
+    }
     else badge(node, "ok");
     const calls = `${data.tool_calls} tool call${data.tool_calls === 1 ? "" : "s"}`;
     const facts = [failedCalls ? `${calls} (${failedCalls} failed)` : calls];
