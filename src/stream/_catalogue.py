@@ -1,4 +1,4 @@
-"""``GET /v1/agents-catalogue``: what an agent profile may name on this server, for an
+"""``GET /v1/catalogue``: what an agent profile may name on this server, for an
 editor (the web page's): the tools grouped by router with the blocked ones marked, the
 org's toolsets, the model specs and the per-user sources.
 
@@ -38,7 +38,7 @@ class CatalogueOut(BaseModel):
     user_data: list[str] = Field(description="The per-user context sources.")
 
 
-@get("/v1/agents-catalogue", summary="What agent profiles may name here (owner or staff)")
+@get("/v1/catalogue", summary="What agent profiles may name here (owner or staff)")
 async def agents_catalogue(request: AuthedRequest, services: ServicesDep) -> CatalogueOut:
     principal = request.user
     require_manager(principal, "read the agent catalogue")

@@ -28,10 +28,10 @@ async def test_the_catalogue_groups_tools_by_router_and_marks_the_blocked(db_url
     async with Server(settings, TurnModels(selectable=offered)) as server:
         spec = McpToolsetSpec(transport="http", url="http://127.0.0.1:9/")
         await server.store.mcp_toolsets.put("acme", "tickets", spec)
-        staff = await server.client.get("/v1/agents-catalogue", headers=server.auth(role="staff"))
-        member = await server.client.get("/v1/agents-catalogue", headers=server.auth(role="member"))
+        staff = await server.client.get("/v1/catalogue", headers=server.auth(role="staff"))
+        member = await server.client.get("/v1/catalogue", headers=server.auth(role="member"))
         other = await server.client.get(
-            "/v1/agents-catalogue", headers=server.auth(org="other", role="owner")
+            "/v1/catalogue", headers=server.auth(org="other", role="owner")
         )
 
     assert staff.status_code == 200, staff.text

@@ -2,7 +2,7 @@
 // router, the server's blocked ones disabled), approvals, limits, schedule and cost
 // alerts. Saving PUTs the whole profile, which the server keeps as the next version; the
 // editor then shows what changed from the version before. It talks to the same API as
-// everyone else (GET /v1/agents-catalogue, /v1/agents/{handle}, .../versions/{n}).
+// everyone else (GET /v1/catalogue, /v1/agents/{handle}, .../versions/{n}).
 
 import { h } from "./render.js";
 
@@ -86,7 +86,7 @@ export class AgentEditor {
   async open(handle) {
     const [agent, catalogue] = await Promise.all([
       this.api("GET", `/v1/agents/${encodeURIComponent(handle)}`),
-      this.api("GET", "/v1/agents-catalogue"),
+      this.api("GET", "/v1/catalogue"),
     ]);
     const error = agent.error ?? catalogue.error;
     if (error) {
