@@ -40,6 +40,7 @@ def stream_config(settings: Settings) -> StreamConfig:
         sessions_page_size=limits.sessions_page_size,
         requests_per_minute=limits.requests_per_minute,
         tokens_per_minute=limits.tokens_per_minute,
+        agent_rate_limits=settings.agents.rate_limits,
         lease_s=settings.workers.lease_s,
         pending_ttl_s=limits.pending_ttl_s,
         metrics=settings.metrics,
