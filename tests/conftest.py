@@ -297,7 +297,20 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
     yield factory
 
 
-SLOWEST_FIRST = ("stream/test_schemathesis.py",)
+SLOWEST_FIRST = (
+    "stream/test_schemathesis.py",
+    "bosun/test_cli.py",
+    "stream/test_chat.py",
+    "bosun/test_mcp_cli.py",
+    "bosun/test_toolsets.py",
+    "protocols/test_ai_sdk.py",
+    "bosun/test_agents_cli.py",
+    "stream/test_client_context.py",
+    "protocols/test_ag_ui.py",
+    "stream/test_http_errors.py",
+    "bosun/test_workers.py",
+    "bosun/test_budget_cli.py",
+)
 """The slowest modules (``pytest --module-times``), slowest first. ``make test`` hands
 modules to its workers in collection order (``--no-loadscope-reorder``), so these start
 first and no worker is left running one of them alone at the end; the rest keep their
