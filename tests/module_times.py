@@ -53,7 +53,10 @@ class ModuleTimes:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
-        self.rows.update(getattr(node, "workeroutput", {}).get(_KEY, {}))
+        for module, row in getattr(node, "workeroutput", {}).get(_KEY, {}).items():
+            # A module split over workers (conftest.py's SPLIT) gets a row per worker.
+            key = module if module not in self.rows else f"{module} ({row['worker']})"
+            self.rows[key] = row
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.rows:
