@@ -45,9 +45,9 @@ typecheck: install-dev
 # module-scoped server and build on each other's state). Four even on two cores: the
 # workers mostly wait on servers, subprocesses and browsers (CPU was 12 of 14 minutes'
 # wall time with two). Modules go out in collection order, the slowest first (see
-# tests/conftest.py), not xdist's largest-first, which left the slowest (schemathesis, one
-# module of two long tests) to run alone at the end. `make test PYTEST_WORKERS=0` runs it
-# in one process.
+# SLOWEST_FIRST in tests/conftest.py), not xdist's largest-first, which left the slowest
+# (schemathesis, one module of two long tests) to run alone at the end; that module's two
+# tests go to two workers (SPLIT). `make test PYTEST_WORKERS=0` runs it in one process.
 PYTEST_WORKERS ?= 4
 
 test: lint typecheck

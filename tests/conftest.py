@@ -13,7 +13,6 @@ import shutil
 import socket
 import sqlite3
 import tempfile
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import httpx
 import pytest
 import uvicorn
 
+import pg_testing
 from bosun.app import build_app
 from bosun.migrate import upgrade
 from bosun.settings import Settings
@@ -31,6 +31,7 @@ from store import Store
 from stream import TokenConfig, mint_token
 from turn import TurnModels
 
+TESTS = Path(__file__).resolve().parent
 SQLITE_PREFIX = "sqlite+aiosqlite:///"
 PG_ADMIN_URL = os.environ.get(
     "BOSUN_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/postgres"
@@ -91,7 +92,16 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def _dsn(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://")
+    return pg_testing.dsn(url)
+
+
+DATABASES = pg_testing.Databases(PG_ADMIN_URL)
+"""This worker's PostgreSQL databases: made, copied from a migrated template and dropped
+in the background (tests/pg_testing.py says why)."""
+
+
+def pytest_sessionfinish() -> None:
+    DATABASES.close()
 
 
 async def _pg_admin() -> asyncpg.Connection | None:
@@ -105,18 +115,18 @@ async def _pg_admin() -> asyncpg.Connection | None:
 
 @pytest.fixture
 async def postgres_url() -> AsyncIterator[str]:
-    """A fresh, empty PostgreSQL database, dropped afterwards."""
+    """A fresh, empty PostgreSQL database, dropped afterwards (in the background)."""
     admin = await _pg_admin()
     if admin is None:
         pytest.skip("no PostgreSQL server reachable (set BOSUN_TEST_POSTGRES_URL)")
-    name = f"bosun_test_{uuid.uuid4().hex[:12]}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    base = PG_ADMIN_URL.rsplit("/", 1)[0]
     try:
-        yield f"{base}/{name}"
+        url = await DATABASES.create(admin)
     finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+    try:
+        yield url
+    finally:
+        DATABASES.release(url)
 
 
 @pytest.fixture
@@ -139,7 +149,8 @@ async def migrate(url: str, *, demo: bool = True) -> None:
 
     A new SQLite file is a copy of one database this run migrated (per ``demo``): the
     same schema and revisions as running the migrations on it, in about a millisecond
-    instead of a tenth of a second, which a thousand tests notice."""
+    instead of a tenth of a second, which a thousand tests notice. A new PostgreSQL database
+    (``postgres_url``) likewise becomes a copy of one migrated once per worker."""
     path = Path(url.removeprefix(SQLITE_PREFIX)) if url.startswith(SQLITE_PREFIX) else None
     if path is not None and not path.exists() and path.parent.is_dir():
         template = await _migrated_sqlite(demo)
@@ -149,6 +160,10 @@ async def migrate(url: str, *, demo: bool = True) -> None:
         finally:
             source.close()
             target.close()
+        return
+    if url.startswith("postgresql") and await DATABASES.migrated(
+        url, demo, lambda template: migrate(template, demo=demo)
+    ):
         return
     store = Store(url)
     try:
@@ -282,11 +297,61 @@ def make_server(db_url: str) -> Iterator[ServerFactory]:
     yield factory
 
 
-SLOWEST_FIRST = ("test_schemathesis.py",)
-"""Modules that take minutes (schemathesis: about 3 min per database): started first, so
-that with ``-n`` (``make test``: a module per worker, in collection order since it passes
-``--no-loadscope-reorder``) no worker is left running one of them alone at the end."""
+SLOWEST_FIRST = (
+    "stream/test_schemathesis.py",
+    "bosun/test_cli.py",
+    "stream/test_chat.py",
+    "bosun/test_mcp_cli.py",
+    "bosun/test_toolsets.py",
+    "protocols/test_ai_sdk.py",
+    "bosun/test_agents_cli.py",
+    "stream/test_client_context.py",
+    "protocols/test_ag_ui.py",
+    "stream/test_http_errors.py",
+    "bosun/test_workers.py",
+    "bosun/test_budget_cli.py",
+)
+"""The slowest modules (``pytest --module-times``), slowest first. ``make test`` hands
+modules to its workers in collection order (``--no-loadscope-reorder``), so these start
+first and no worker is left running one of them alone at the end; the rest keep their
+order. Add a module here when it joins the slowest (README, "Tests")."""
+
+SPLIT = ("stream/test_schemathesis.py",)
+"""Modules whose tests share no module fixture and each run for minutes: under ``make
+test`` each test is a unit of work of its own (tests/xdist_scheduling.py), so their two
+databases' runs go to two workers instead of one after the other."""
+
+
+def _module(item: pytest.Item) -> str:
+    """The item's module as ``SLOWEST_FIRST`` names it: its path under tests/."""
+    return item.path.as_posix().removeprefix(TESTS.as_posix() + "/")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in SLOWEST_FIRST)  # stable: else in order
+    rank = {module: place for place, module in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_module(item), len(rank)))  # stable: else in order
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--module-times",
+        action="store_true",
+        help="after the run, list each test module's wall and CPU time, slowest first",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("module_times"):
+        from module_times import ModuleTimes
+
+        config.pluginmanager.register(ModuleTimes(), "module-times")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadscope`` (``make test``), with the ``SPLIT`` modules' tests apart."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist_scheduling import SplitScopeScheduling
+
+    return SplitScopeScheduling(config, log, split=SPLIT)  # type: ignore[arg-type]
