@@ -158,8 +158,9 @@ async def test_chat_waits_for_the_end_and_returns_the_answer(make_server: Server
 async def test_concurrent_turns_get_gap_free_unique_sequence_numbers(
     make_server: ServerFactory,
 ) -> None:
-    """50 turns on one session (queued: one runs at a time there) and 50 on 50 sessions,
-    all at once."""
+    """25 turns on one session (queued: one runs at a time there) and 50 on 50 sessions,
+    all at once. (25, not more: the last queued turn's stream waits for all the others,
+    and a busy 2-core machine took 47 s for 50 on PostgreSQL, near the client's 60 s.)"""
     model = streaming_model([f"w{i} " for i in range(20)])
     async with make_server(TurnModels(executor=model)) as server:
         client = server.client
@@ -170,7 +171,7 @@ async def test_concurrent_turns_get_gap_free_unique_sequence_numbers(
         shared = first[0].data["session_id"]
         same_session = [
             stream_turn(client, {"message": f"m{i}", "session_id": shared}, server.auth())
-            for i in range(50)
+            for i in range(25)
         ]
         own_sessions = [stream_turn(client, {"message": f"n{i}"}, server.auth()) for i in range(50)]
         results = await asyncio.gather(*same_session, *own_sessions)
@@ -181,8 +182,8 @@ async def test_concurrent_turns_get_gap_free_unique_sequence_numbers(
             assert sum(f.event == "text_delta" for f in frames) == 20
             assert [f.id for f in frames] == sorted({f.id for f in frames})
         shared_rows = await server.store.log.read(shared)
-        assert [r.seq for r in shared_rows] == list(range(1, 51 * 26 + 1))
-        assert sum(r.type == "done" for r in shared_rows) == 51
-        for frames in results[50:]:
+        assert [r.seq for r in shared_rows] == list(range(1, 26 * 26 + 1))
+        assert sum(r.type == "done" for r in shared_rows) == 26
+        for frames in results[25:]:
             rows = await server.store.log.read(frames[0].data["session_id"])
             assert [r.seq for r in rows] == list(range(1, 27))
