@@ -14,6 +14,7 @@ from the output block and the block's own ``#`` comments.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -68,10 +69,17 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
-def shown_events(documented: str) -> Counter[str]:
-    """The event and notice names a block's documentation shows, outside JSON strings."""
+def shown_events(documented: str) -> list[str]:
+    """The event and notice names a block's documentation shows, in order, outside JSON
+    strings."""
     words = re.findall(r"\b[a-z]+(?:_[a-z]+)*\b", QUOTED.sub("", documented))
-    return Counter(word for word in words if word in EVENT_TYPES)
+    return [word for word in words if word in EVENT_TYPES]
+
+
+def shown_answers(documented: str) -> list[str]:
+    """The pieces of answer text shown after ``text_delta`` (``…`` marks what is left out)."""
+    quoted = re.findall(r'text_delta (?:… )?"([^"\n]+)"', documented)
+    return [piece.strip() for text in quoted for piece in text.split("…") if piece.strip()]
 
 
 def shown_pairs(documented: str) -> set[str]:
@@ -124,8 +132,34 @@ def run_readme(work: Path, port: int, blocks: list[Block]) -> float:
     return time.monotonic() - started
 
 
-def sse_events(output: str) -> Counter[str]:
-    return Counter(re.findall(r"^event: (\w+)\r?$", output, re.MULTILINE))
+def sse_frames(output: str) -> list[tuple[str, str]]:
+    """Each SSE frame's event type and data line in what the block printed."""
+    return re.findall(r"^event: (\w+)\r?\ndata: (.*?)\r?$", output, re.MULTILINE)
+
+
+def in_order(shown: list[str], events: list[str]) -> bool:
+    """Whether ``shown`` is a subsequence of ``events`` (other events may come between).
+    One line of the README at a time: parallel steps interleave differently each run."""
+    remaining = iter(events)
+    return all(event in remaining for event in shown)
+
+
+def check_block(number: int, block: Block, output: str) -> None:
+    """What the README shows for a block is in what it printed: the events (in the order
+    each line shows them), the literal JSON pairs and the answer's text."""
+    documented, frames = block.documented(), sse_frames(output)
+    events = [event for event, _ in frames]
+    shown = shown_events(documented)
+    missing = Counter(shown) - Counter(events)
+    assert not missing, f"block {number} showed events it did not print: {missing}\n{output}"
+    for line in documented.splitlines():
+        assert in_order(shown_events(line), events), f"block {number}: {line!r} not in {events}"
+    compact = re.sub(r'":\s+', '":', output)
+    unseen = sorted(pair for pair in shown_pairs(documented) if pair not in compact)
+    assert not unseen, f"block {number} showed JSON it did not print: {unseen}\n{output}"
+    answer = "".join(json.loads(data)["delta"] for event, data in frames if event == "text_delta")
+    for piece in shown_answers(documented):
+        assert piece in answer, f"block {number} showed {piece!r}, answered {answer!r}"
 
 
 def test_the_readme_walkthroughs_run_in_one_shell_as_documented(tmp_path: Path) -> None:
@@ -141,12 +175,7 @@ def test_the_readme_walkthroughs_run_in_one_shell_as_documented(tmp_path: Path) 
     outputs = [(work / "out" / str(n)).read_text() for n in range(len(blocks))]
     assert failures == "", failures + "\n" + _context(failures, outputs, work)
     for number, (block, output) in enumerate(zip(blocks, outputs, strict=True)):
-        documented = block.documented()
-        missing = shown_events(documented) - sse_events(output)
-        assert not missing, f"block {number} showed events it did not print: {missing}\n{output}"
-        compact = re.sub(r'":\s+', '":', output)
-        unseen = sorted(pair for pair in shown_pairs(documented) if pair not in compact)
-        assert not unseen, f"block {number} showed JSON it did not print: {unseen}\n{output}"
+        check_block(number, block, output)
     assert "turn.crashed" not in log and "Traceback" not in log, log[-3000:]
     print(f"README walkthroughs: {len(blocks)} blocks in {elapsed:.1f} s")
     print((work / "seconds").read_text())
@@ -166,7 +195,7 @@ def _context(failures: str, outputs: list[str], work: Path) -> str:
     [
         (
             'tool_resolved {"tool_use_id":"toolu_x","decision":"approved"}\n'
-            'text_delta "Deleted the done workout." message_done usage done\n'
+            'text_delta … "Deleted the done…" message_done usage done\n'
             'done {"status": "completed"}',
             {"tool_resolved": 1, "text_delta": 1, "message_done": 1, "usage": 1, "done": 2},
             {'"tool_use_id":"toolu_x"', '"decision":"approved"', '"status":"completed"'},
@@ -177,5 +206,18 @@ def _context(failures: str, outputs: list[str], work: Path) -> str:
 def test_what_a_block_shows_is_read_outside_json_strings(
     documented: str, events: dict[str, int], pairs: set[str]
 ) -> None:
-    assert shown_events(documented) == Counter(events)
+    assert Counter(shown_events(documented)) == Counter(events)
     assert shown_pairs(documented) == pairs
+
+
+def test_answer_text_is_read_after_text_delta_without_the_elisions() -> None:
+    shown = 'text_delta … "Done: I found Sam, and created…"\ntext_delta "Deleted it."'
+
+    assert shown_answers(shown) == ["Done: I found Sam, and created", "Deleted it."]
+
+
+def test_a_line_of_events_is_a_subsequence_of_what_was_printed() -> None:
+    printed = ["session_started", "step_started", "tool_started", "usage", "done"]
+
+    assert in_order(["session_started", "tool_started", "done"], printed)
+    assert not in_order(["tool_started", "step_started"], printed)
