@@ -36,8 +36,10 @@ class Toolset:
     ``artifact_types``: the artifact types its tools make (registered on load).
     ``migrations``: a folder of alembic scripts for its own tables, on the alembic branch
     labelled ``name``; ``bosun migrate`` applies it. ``seed``: example data for one org
-    (``bosun serve --dev`` seeds ``dev-org``). A plain frozen value, so listing, checking
-    and merging toolsets needs no plugin code to run.
+    (``bosun chat`` seeds its ``--org``). ``restore``: example data for one org, putting
+    back the seeded rows it lost (``bosun serve --dev`` calls it, or else ``seed``, for
+    ``dev-org`` at each start, so scripted demos that name seeded rows run again). A plain
+    frozen value, so listing, checking and merging toolsets needs no plugin code to run.
     """
 
     name: str
@@ -46,6 +48,7 @@ class Toolset:
     artifact_types: tuple[ArtifactType, ...] = ()
     migrations: Path | None = None
     seed: Callable[[Store, str], Awaitable[object]] | None = None
+    restore: Callable[[Store, str], Awaitable[object]] | None = None
     description: str = ""
 
     def __post_init__(self) -> None:

@@ -40,6 +40,7 @@ def stream_config(settings: Settings) -> StreamConfig:
         sessions_page_size=limits.sessions_page_size,
         requests_per_minute=limits.requests_per_minute,
         tokens_per_minute=limits.tokens_per_minute,
+        agent_rate_limits=settings.agents.rate_limits,
         lease_s=settings.workers.lease_s,
         pending_ttl_s=limits.pending_ttl_s,
         metrics=settings.metrics,
@@ -65,8 +66,9 @@ def build_app(
     """The whole service for ``settings``; ``models`` overrides the configured ones (tests),
     ``toolsets`` the configured ones (already loaded).
 
-    ``seed_orgs`` get each toolset's example data at start-up (those that seed; each
-    toolset decides whether an org has its data already).
+    ``seed_orgs`` (``serve --dev``'s) get each toolset's example data at start-up, and
+    the seeded rows they lost back (a toolset's ``restore``, else its ``seed``, which
+    decides whether an org has its data already).
     """
     if settings.mcp.stdio_commands:
         _log.warning("mcp.stdio_allowed", programs=settings.mcp.stdio_commands)
@@ -78,8 +80,8 @@ def build_app(
     async def seed() -> None:
         for org in seed_orgs:
             for toolset in loaded:
-                if toolset.seed is not None:
-                    await toolset.seed(store, org)
+                if (fill := toolset.restore or toolset.seed) is not None:
+                    await fill(store, org)
 
     models = models if models is not None else build_models(settings)
     kit = build_kit(settings, store, loaded)

@@ -114,6 +114,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         print(UNSAFE_SECRET_HELP, file=sys.stderr)
         return 2
     _open_egress(settings, dev=args.dev)
+    if args.dev:
+        _lift_demo_limits(settings)
     if warning := settings.mcp.stdio_warning():
         print(warning, file=sys.stderr)
     if args.dev and not settings.toolset_names():
@@ -158,6 +160,18 @@ def _open_egress(settings: Settings, *, dev: bool) -> None:
         _log.info("egress.dev_loopback", allow_loopback=True)
         print("note: --dev: webhooks and MCP servers may reach this machine's loopback "
               "addresses (other private addresses stay refused)", file=sys.stderr)  # fmt: skip
+
+
+def _lift_demo_limits(settings: Settings) -> None:
+    """``--dev`` with only scripted models: their token counts are made up, so neither the
+    per-user token limit nor an agent's run rate stops a walkthrough; say so."""
+    if not settings.models.scripted_only():
+        return
+    settings.limits.tokens_per_minute = 0
+    settings.agents.rate_limits = False
+    _log.info("limits.dev_scripted", tokens_per_minute=0, agent_rate_limits=False)
+    print("note: --dev with scripted models: no per-user token limit and no agent run "
+          "rate limit (their token counts are made up)", file=sys.stderr)  # fmt: skip
 
 
 def _mint(

@@ -61,6 +61,13 @@ class ModelSettings(BaseModel):
         spec: str | None = getattr(self, role)
         return spec or self.default
 
+    def scripted_only(self) -> bool:
+        """Whether every model the server may call is a script (``scripted:PATH``), whose
+        token counts are made up."""
+        roles = (self.default, self.planner, self.executor, self.merger, self.summariser)
+        specs = [spec for spec in (*roles, *self.allowed) if spec]
+        return bool(specs) and all(spec.startswith("scripted:") for spec in specs)
+
 
 class ProviderSettings(BaseModel):
     """Keys and endpoints; unset ones fall back to the SDKs' own environment variables."""
@@ -363,6 +370,11 @@ class AgentSettings(BaseModel):
         default_factory=list,
         description="Tools every agent may use whatever its profile grants (names or router.*).",
     )
+    rate_limits: bool = Field(
+        default=True,
+        description="Hold each agent to its runs_per_minute (else 429 agent_rate_limited); "
+        "`serve --dev` with only scripted models turns it off.",
+    )
 
 
 class LimitSettings(BaseModel):
@@ -412,7 +424,10 @@ class LimitSettings(BaseModel):
         default=20, ge=0, description="Turns and plans a user may start per minute; 0: no limit."
     )
     tokens_per_minute: int = Field(
-        default=30_000, ge=0, description="Model tokens a user may use per minute; 0: no limit."
+        default=30_000,
+        ge=0,
+        description="Model tokens a user may use per minute; 0: no limit (`serve --dev` with "
+        "only scripted models sets 0: their token counts are made up).",
     )
     pending_ttl_s: float = Field(
         default=86_400.0,

@@ -11,7 +11,7 @@ migration branch ``demo`` (``migrations/``) creates them only when it is loaded.
 context sources, ``seed_demo()`` gives an org its data.
 """
 
-from bosun_demo._seed import seed_demo, seed_id
+from bosun_demo._seed import restore_demo, seed_demo, seed_id
 from bosun_demo._sources import member_profile, profile, recent_activity, schedule
 from bosun_demo._toolset import demo_registry, toolset
 from bosun_demo._wiring import demo_sources
@@ -22,6 +22,7 @@ __all__ = [
     "member_profile",
     "profile",
     "recent_activity",
+    "restore_demo",
     "schedule",
     "seed_demo",
     "seed_id",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -42,11 +44,15 @@ def workout_of(row: object) -> Workout:
     return Workout.model_validate(row, from_attributes=True)
 
 
+def dialect_insert(conn: AsyncConnection) -> Callable[[Any], Any]:
+    """The insert of ``conn``'s dialect, which has ``on_conflict_do_nothing``."""
+    return pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+
+
 async def ensure_org(conn: AsyncConnection, org_id: str) -> None:
     """Create the org row on first sight (orgs come from tokens), as sessions do."""
-    dialect_insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
     await conn.execute(
-        dialect_insert(OrgRow)
+        dialect_insert(conn)(OrgRow)
         .values(id=org_id, tier="lite", created_at=utcnow())
         .on_conflict_do_nothing(index_elements=["id"])
     )

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bosun_demo._common import ensure_org
+from bosun_demo._common import dialect_insert, ensure_org
 from bosun_demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 from store import OrgRow, Store, utcnow
 
@@ -171,3 +171,44 @@ async def seed_demo(store: Store, org_id: str, *, now: datetime | None = None) -
         for table, rows in _rows(org_id, now).items():
             await conn.execute(insert(table), rows)
     return True
+
+
+async def restore_demo(store: Store, org_id: str, *, now: datetime | None = None) -> int:
+    """Put back the seeded rows ``org_id`` lost (deleted by a demo turn), leaving every
+    other row, changed or added, as it is; seed it whole if it has none. How many rows
+    it inserted. ``bosun serve --dev`` calls it at each start, so the scripted demos,
+    which name seeded records, run again; nothing else does.
+    """
+    now = now or utcnow()
+    inserted = 0
+    async with store.db.write() as conn:
+        await ensure_org(conn, org_id)
+        await conn.execute(select(OrgRow.id).where(OrgRow.id == org_id).with_for_update())
+        for table, rows in _rows(org_id, now).items():
+            if table is WorkoutRow:  # a restored workout may only name rows that exist
+                rows = await _with_existing_refs(conn, org_id, rows)
+            have = set(
+                await conn.scalars(select(table.id).where(table.id.in_([r["id"] for r in rows])))
+            )
+            missing = [row for row in rows if row["id"] not in have]
+            if missing:  # a member whose email a newer member took stays out
+                result = await conn.execute(
+                    dialect_insert(conn)(table).values(missing).on_conflict_do_nothing()
+                )
+                inserted += max(result.rowcount, 0)
+    return inserted
+
+
+async def _with_existing_refs(
+    conn: AsyncConnection, org_id: str, rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    members = set(await conn.scalars(select(MemberRow.id).where(MemberRow.org_id == org_id)))
+    programs = set(await conn.scalars(select(ProgramRow.id).where(ProgramRow.org_id == org_id)))
+    return [
+        {
+            **row,
+            "member_id": row["member_id"] if row["member_id"] in members else None,
+            "program_id": row["program_id"] if row["program_id"] in programs else None,
+        }
+        for row in rows
+    ]

@@ -8,7 +8,7 @@ from pathlib import Path
 from bosun.tools import Toolset
 from bosun_demo import _calendar, _catalog, _trainer, _workouts
 from bosun_demo._models import Picked, PickRequest
-from bosun_demo._seed import seed_demo
+from bosun_demo._seed import restore_demo, seed_demo
 from bosun_demo._wiring import demo_sources
 from tools import GET_ARTIFACT, NOTIFY_USER, ToolDef, ToolRegistry
 
@@ -49,5 +49,6 @@ def toolset() -> Toolset:
         artifact_types=(_trainer.WORKOUT,),
         migrations=MIGRATIONS,
         seed=seed_demo,
+        restore=restore_demo,
         description="a small fitness studio: members, programs, workouts, classes, tasks",
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from fleet._directory import AgentDirectory
+from fleet._directory import Agent, AgentDirectory
 from fleet._schedule import GRACE_S, due_tick
 from store import AgentRecord, RunRecord, Store
 from tools import UserRole
@@ -78,8 +78,10 @@ class RunDispatcher:
         per_worker: int = 4,
         per_agent: int = 2,
         poll_s: float = 1.0,
+        rate_limited: bool = True,
     ) -> None:
         self._store = store
+        self.rate_limited = rate_limited  # off: no agent's runs_per_minute applies (dev demos)
         self._agents = agents
         self._runner = runner
         self._models = models
@@ -102,15 +104,7 @@ class RunDispatcher:
             return earlier, False
         if agent.paused:
             raise AgentPausedError(agent.paused_message())
-        window = await store.rate_limits.hit(
-            f"agent-runs:{org_id}:{agent.handle}", window_s=RATE_WINDOW_S
-        )
-        if window.count > agent.profile.runs_per_minute:
-            raise AgentRateLimitedError(
-                f"The agent {agent.handle!r} takes at most {agent.profile.runs_per_minute} "
-                "runs per minute",
-                window.resets_at,
-            )
+        await self._within_rate(org_id, agent)
         session_id = await new_session(
             store, org_id=org_id, user_id=request.user_id, first_message=request.task,
             agent=agent.handle,
@@ -124,6 +118,21 @@ class RunDispatcher:
         _log.info("run.queued", run_id=run.id, agent=agent.handle, org_id=org_id)
         self._wake.set()
         return run, new
+
+    async def _within_rate(self, org_id: str, agent: Agent) -> None:
+        """Count a trigger against the agent's ``runs_per_minute``, or raise
+        ``AgentRateLimitedError`` (nothing counted when rate limits are off)."""
+        if not self.rate_limited:
+            return
+        window = await self._store.rate_limits.hit(
+            f"agent-runs:{org_id}:{agent.handle}", window_s=RATE_WINDOW_S
+        )
+        if window.count > agent.profile.runs_per_minute:
+            raise AgentRateLimitedError(
+                f"The agent {agent.handle!r} takes at most {agent.profile.runs_per_minute} "
+                "runs per minute",
+                window.resets_at,
+            )
 
     def start(self) -> None:
         if self._task is None:

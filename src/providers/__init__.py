@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from providers._call import Called, call_model
 from providers._config import ProviderConfig
+from providers._conversation import conversation_key, in_conversation
 from providers._model import (
     Completion,
     Message,
@@ -31,7 +32,13 @@ from providers._model import (
 )
 from providers._prices import PRICES, cost_usd_micros, min_cacheable_tokens
 from providers._spec import model_from_spec, provider_of
-from providers._testing import FunctionModel, Reply, ScriptedModel, ScriptExhaustedError
+from providers._testing import (
+    SCRIPT_EXHAUSTED,
+    FunctionModel,
+    Reply,
+    ScriptedModel,
+    ScriptExhaustedError,
+)
 
 if TYPE_CHECKING:
     from providers._anthropic import AnthropicModel
@@ -50,6 +57,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "PRICES",
+    "SCRIPT_EXHAUSTED",
     "AnthropicModel",
     "Called",
     "Completion",
@@ -76,7 +84,9 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "call_model",
+    "conversation_key",
     "cost_usd_micros",
+    "in_conversation",
     "min_cacheable_tokens",
     "model_from_spec",
     "provider_of",

@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import json
 import re
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from providers._conversation import conversation_key
 from providers._model import (
     Completion,
     ModelError,
@@ -144,15 +146,17 @@ class ScriptStep(BaseModel):
 
     ``text`` streams word by word unless ``chunks`` gives the pieces; ``delay_s`` waits
     before each chunk; ``error`` fails the call (after ``after_chunks`` chunks). ``match``
-    makes the step answer only a request whose text (system prompt and messages) contains
-    it: concurrent callers (a planner, parallel executors, a merge) then each get their
-    own replies whatever order they call in. A tool call's input string
-    ``"{{result.KEY}}"`` becomes KEY of the request's latest tool result (a JSON object),
-    so a script can pass on an id the server made (``{{result.artifact_id}}``).
+    makes the step answer only a request whose text (system prompt, messages and tool
+    results) contains it (a list: every one of them): concurrent callers (a planner,
+    parallel executors, a merge) then each get their own replies whatever order they
+    call in, and a reply can depend on a tool's result (``rejected_by_user``). A tool
+    call's input string ``"{{result.KEY}}"`` becomes KEY of the request's latest tool
+    result (a JSON object), so a script can pass on an id the server made
+    (``{{result.artifact_id}}``).
     """
 
     model_config = ConfigDict(extra="forbid")
-    match: str | None = None
+    match: str | list[str] | None = None
     text: str = ""
     chunks: list[str] | None = None
     tool_calls: list[_ScriptedToolCall] = Field(default_factory=list)
@@ -168,8 +172,38 @@ class _ScriptFile(BaseModel):
     repeat: bool = False
 
 
+SCRIPT_EXHAUSTED = "script_exhausted"
+"""The ``error`` code of a turn whose scripted model had no step for one of its calls."""
+
+FIRST_WORDS = 8
+"""How many words of the request a ``ScriptExhaustedError`` quotes to its turn's client."""
+
+
 class ScriptExhaustedError(AssertionError):
-    """A ``ScriptedModel`` was called more times than it has steps."""
+    """A ``ScriptedModel`` was called more times than it has steps (that match the call).
+
+    Its ``str`` names the script and the call only (it may reach a log); ``words`` holds
+    the start of the request's last user message and ``role`` the turn role that called
+    (set by whoever knows it), for ``describe``: the message the turn's own client sees.
+    """
+
+    code = SCRIPT_EXHAUSTED
+
+    def __init__(self, message: str, *, script: str, words: str = "") -> None:
+        super().__init__(message)
+        self.script = script
+        self.words = words
+        self.role: str | None = None
+
+    def describe(self) -> str:
+        """Which script, which role and which request found no step: user text, so for
+        the client who sent it, never for logs."""
+        role = f" for the {self.role}" if self.role else ""
+        asked = f' (the request began "{self.words}")' if self.words else ""
+        return (
+            f"The script {self.script!r} has no step{role} that answers this call{asked}; "
+            "add a step whose match this request contains, or start a new session"
+        )
 
 
 class ScriptedModel:
@@ -178,6 +212,11 @@ class ScriptedModel:
     Steps are strings, ``Reply`` objects or mappings in the ``ScriptStep`` shape.
     ``repeat=True`` starts over when the list runs out (handy for demos); otherwise an
     extra call fails, and ``assert_complete()`` fails if steps were left unused.
+
+    Each conversation (``in_conversation``: a session, as the turn runner sets it) keeps
+    its own place in the script, so a new session starts at the first step whatever
+    other sessions did; calls outside any conversation share one place. ``calls`` records
+    every request; ``remaining`` counts the steps no conversation has used.
     """
 
     def __init__(
@@ -190,7 +229,9 @@ class ScriptedModel:
         self._steps = [self._coerce(step) for step in steps]
         self._repeat = repeat
         self._name = name
-        self._used = [False] * len(self._steps)
+        self._used = [False] * len(self._steps)  # calls outside any conversation
+        self._by_key: OrderedDict[str, list[bool]] = OrderedDict()  # least recent first
+        self._ever = [False] * len(self._steps)
         self.calls: list[ModelRequest] = []
 
     @classmethod
@@ -227,7 +268,7 @@ class ScriptedModel:
 
     @property
     def remaining(self) -> int:
-        return self._used.count(False)
+        return self._ever.count(False)
 
     def assert_complete(self) -> None:
         """Fail if any scripted step was never used."""
@@ -267,23 +308,73 @@ class ScriptedModel:
             sent += isinstance(item, TextChunk)
             yield item
 
+    def _marks(self) -> list[bool]:
+        """The used marks of the current conversation's place in the script (the least
+        recently used conversation's are dropped past ``MAX_CONVERSATIONS``)."""
+        key = conversation_key()
+        if key is None:
+            return self._used
+        marks = self._by_key.get(key)
+        if marks is None:
+            marks = self._by_key[key] = [False] * len(self._steps)
+            if len(self._by_key) > MAX_CONVERSATIONS:
+                self._by_key.popitem(last=False)
+        else:
+            self._by_key.move_to_end(key)
+        return marks
+
     def _take(self, request: ModelRequest) -> ScriptStep:
-        """The first unused step (in script order) whose ``match`` the request contains."""
-        text = "\n".join([*(b.text for b in request.system), *(m.text for m in request.messages)])
+        """The first step (in script order) unused in this conversation whose ``match``
+        the request contains."""
+        text = _request_text(request)
+        marks = self._marks()
         for attempt in range(2):
             for index, step in enumerate(self._steps):
-                if not self._used[index] and (step.match is None or step.match in text):
-                    self._used[index] = True
+                if not marks[index] and _matches(step.match, text):
+                    marks[index] = self._ever[index] = True
                     return step
             if attempt == 0 and self._repeat and self._steps:
-                self._used = [False] * len(self._steps)  # start over
+                marks[:] = [False] * len(self._steps)  # start over
             else:
                 break
-        unmatched = f", {self.remaining} unused but not matching" if self.remaining else ""
+        left = marks.count(False)
+        unmatched = f", {left} unused but not matching" if left else ""
         raise ScriptExhaustedError(
             f"{self._name} has no step left for call {len(self.calls)} "
-            f"({len(self._steps)} scripted{unmatched})"
+            f"({len(self._steps)} scripted{unmatched})",
+            script=self._name,
+            words=_first_words(request),
         )
+
+
+MAX_CONVERSATIONS = 4096
+"""How many conversations' places a ``ScriptedModel`` keeps (a bounded map: a long-running
+demo server forgets its oldest sessions, which then start their script over)."""
+
+
+def _request_text(request: ModelRequest) -> str:
+    """What a step's ``match`` looks in: the system prompt, messages and tool results."""
+    parts = [b.text for b in request.system]
+    for message in request.messages:
+        parts.append(message.text)
+        parts.extend(p.content for p in message.parts if isinstance(p, ToolResult))
+    return "\n".join(parts)
+
+
+def _matches(match: str | list[str] | None, text: str) -> bool:
+    if match is None:
+        return True
+    return all(phrase in text for phrase in ([match] if isinstance(match, str) else match))
+
+
+def _first_words(request: ModelRequest) -> str:
+    """The first ``FIRST_WORDS`` words of the request's last user message with text."""
+    for message in reversed(request.messages):
+        if message.role == "user" and message.text.strip():
+            words = message.text.split()
+            more = " …" if len(words) > FIRST_WORDS else ""
+            return " ".join(words[:FIRST_WORDS]) + more
+    return ""
 
 
 _FROM_RESULT = re.compile(r"\{\{result\.([A-Za-z0-9_]+)\}\}")

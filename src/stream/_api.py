@@ -54,6 +54,7 @@ class StreamConfig:
     requests_per_minute: int = 20
     """Turn-starting requests (and plans) per user and minute, across workers; 0: no limit."""
     tokens_per_minute: int = 30_000
+    agent_rate_limits: bool = True  # hold each agent to its runs_per_minute
     """Model tokens per user in the last minute above which no new turn starts; 0: none."""
     metrics: bool = False
     """Serve ``GET /metrics`` (unauthenticated: keep it on a private network); else 404."""

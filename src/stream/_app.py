@@ -214,7 +214,10 @@ def _services(
     )  # fmt: skip
     return Services(
         store=store, runner=runner, models=resolver, config=config, kit=kit, agents=directory,
-        runs=RunDispatcher(store, directory, runner, resolver), costs=costs,
+        runs=RunDispatcher(
+            store, directory, runner, resolver, rate_limited=config.agent_rate_limits
+        ),
+        costs=costs,
         approvals=ApprovalDesk(store, directory), mcp=mcp, openapi=openapi,
     )  # fmt: skip
 

@@ -24,6 +24,7 @@ from providers import (
     Completion,
     Model,
     ModelRequest,
+    ScriptExhaustedError,
     StreamItem,
     TextPart,
     TokenUsage,
@@ -328,6 +329,9 @@ class MeteredModel:
                     if isinstance(item, Completion):
                         completion = item
                     yield item
+        except ScriptExhaustedError as exc:  # the turn's error names the role that called
+            exc.role = exc.role or self._role
+            raise
         finally:
             # Recorded even when the caller is cancelled: the provider charged for it.
             settling = self._meter.settle(day, reserved, self._meter.tally(self._role, completion))

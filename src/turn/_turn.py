@@ -42,7 +42,7 @@ from events import (
 )
 from executors import CutReason, PlanSuspended, StepShare, TurnScope, Writer, answer
 from planner import Plan, PlanOutcome
-from providers import Model, ModelError, StopReason
+from providers import Model, ModelError, ScriptExhaustedError, StopReason, in_conversation
 from store import Store, StoredEvent
 from tools import ToolContext, UserRole
 from turn import _observe as observe
@@ -123,7 +123,10 @@ async def run_turn(
     it logs ``turn.started``, then ``turn.completed`` or ``turn.failed`` (``_observe``).
     """
     ids = {"trace_id": turn.trace_id, "org_id": turn.org_id, "session_id": turn.session_id}
-    with structlog.contextvars.bound_contextvars(**ids, turn_id=turn.turn_id):
+    with (
+        structlog.contextvars.bound_contextvars(**ids, turn_id=turn.turn_id),
+        in_conversation(turn.session_id),  # a scripted model's place: the session's own
+    ):
         started = time.perf_counter()
         observe.turn_started(turn, resumed=turn.resume is not None)
         out = BatchingAppender(store.log, turn.session_id, turn.turn_id, turn.epoch)
@@ -242,6 +245,9 @@ def _failure(turn: Turn, exc: Exception) -> Error:
         case TimeoutError():
             message = f"The model did not finish within the turn limit of {turn.timeout_s:g} s"
             return _error(turn, "provider_timeout", message)
+        case ScriptExhaustedError():  # the words are the user's: the event only, no log
+            log.warning("turn.script_exhausted", script=exc.script, role=exc.role)
+            return _error(turn, exc.code, exc.describe())
         case ModelError():
             log.warning("turn.provider_error", code=exc.code, request_id=exc.request_id)
             suffix = f" (provider request id {exc.request_id})" if exc.request_id else ""

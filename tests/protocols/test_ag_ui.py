@@ -131,6 +131,23 @@ async def test_a_run_is_one_ag_ui_run_in_sse_frames(make_server: ServerFactory) 
     assert text_of(second) == "Again."
 
 
+async def test_each_thread_starts_a_scripted_model_at_its_first_step(
+    make_server: ServerFactory,
+) -> None:
+    """A thread is a session: its own place in a shared script, whatever other threads
+    did; one with no step left fails ``script_exhausted``."""
+    model = ScriptedModel(["First.", "Second."])
+    async with make_server(TurnModels(executor=model)) as server:
+        _, one = await run(server, body("chat-a", "Hello"))
+        _, two = await run(server, body("chat-b", "Hello"))
+        _, again = await run(server, body("chat-a", "Hello again"))
+        _, over = await run(server, body("chat-a", "And again"))
+
+    assert [text_of(one), text_of(two), text_of(again)] == ["First.", "First.", "Second."]
+    [error] = [e for e in over if e["type"] == "RUN_ERROR"]
+    assert error["code"] == "script_exhausted" and "'scripted'" in error["message"]
+
+
 @pytest.mark.parametrize("thread", ["mine", "0b7c6a52-1f0e-4d3a-8e2b-5c4d3e2f1a0b"])
 async def test_another_orgs_or_users_thread_id_is_a_thread_of_their_own(
     make_server: ServerFactory, thread: str

@@ -144,6 +144,19 @@ async def test_a_turn_streams_as_one_assistant_message(make_server: ServerFactor
     ]  # fmt: skip
 
 
+async def test_each_chat_starts_a_scripted_model_at_its_first_step(
+    make_server: ServerFactory,
+) -> None:
+    """A chat is a session: its own place in a shared script, whatever other chats did."""
+    model = ScriptedModel(["First.", "Second."])
+    async with make_server(TurnModels(executor=model)) as server:
+        _, one = await post(server, body("chat-a", user("Hello")))
+        _, two = await post(server, body("chat-b", user("Hello")))
+        _, again = await post(server, body("chat-a", user("Hello"), user("Again", id="u2")))
+
+    assert [text(one), text(two), text(again)] == ["First.", "First.", "Second."]
+
+
 async def test_idle_streams_send_keepalive_comments(make_server: ServerFactory) -> None:
     async with make_server(TurnModels(executor=slow_model(2, 0.3)), keepalive_s=0.05) as server:
         response = await server.client.post(

@@ -27,8 +27,10 @@ from providers import (
     TokenUsage,
     ToolCall,
     ToolResult,
+    in_conversation,
     model_from_spec,
 )
+from providers import _testing as testing
 from providers._testing import ScriptStep
 
 
@@ -351,6 +353,83 @@ async def test_scripted_exhausted_raises_a_clear_error() -> None:
 
     assert str(info.value) == "replies has no step left for call 2 (1 scripted)"
     assert isinstance(info.value, AssertionError)
+
+
+async def test_each_conversation_keeps_its_own_place_in_the_script() -> None:
+    """A new session starts at the first step whatever others did; parallel steps of one
+    turn (tasks started inside the block) share its place; no key: one shared place."""
+    model = ScriptedModel(["one", "two", "three"])
+
+    async def say(key: str | None) -> str:
+        if key is None:
+            return _text(await collect(model))
+        with in_conversation(key):
+            return _text(await collect(model))
+
+    async def turn() -> list[str]:  # two tasks of one turn, as parallel steps run
+        with in_conversation("c"):
+            tasks = [asyncio.create_task(collect(model)) for _ in range(2)]
+            return sorted(_text(items) for items in await asyncio.gather(*tasks))
+
+    replies = [await say("a"), await say("b"), await say("a"), await say(None), await say(None)]
+
+    assert replies == ["one", "one", "two", "one", "two"]
+    assert await turn() == ["one", "two"]
+    assert len(model.calls) == 7
+    assert model.remaining == 1  # "three": no conversation used it
+    with pytest.raises(AssertionError, match="1 of 3 scripted steps unused"):
+        model.assert_complete()
+    assert await say("b") == "two" and await say("b") == "three"
+    model.assert_complete()
+
+
+async def test_the_oldest_conversations_are_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(testing, "MAX_CONVERSATIONS", 2)
+    model = ScriptedModel(["one", "two"])
+    for key in ("a", "b", "a", "c"):  # "b" is now the least recently used: dropped
+        with in_conversation(key):
+            await collect(model)
+    with in_conversation("a"), pytest.raises(ScriptExhaustedError):
+        await collect(model)  # "a" is kept: both its steps are used
+    with in_conversation("b"):
+        assert _text(await collect(model)) == "one"  # "b" starts over
+
+
+async def test_exhausted_names_the_script_and_the_request_only_for_its_client() -> None:
+    model = ScriptedModel([{"match": "planner", "text": "{}"}], name="scripted:demo.yaml")
+    words = "Say hello to the new members of the studio this week please"
+
+    with pytest.raises(ScriptExhaustedError) as info:
+        await collect(model, _request(words))
+    error = info.value
+    error.role = "planner"
+
+    assert error.code == "script_exhausted"
+    assert str(error) == (
+        "scripted:demo.yaml has no step left for call 1 (1 scripted, 1 unused but not matching)"
+    )  # no user text: it may reach a log
+    assert error.describe() == (
+        "The script 'scripted:demo.yaml' has no step for the planner that answers this call "
+        '(the request began "Say hello to the new members of the …"); add a step whose '
+        "match this request contains, or start a new session"
+    )
+
+
+async def test_a_match_list_needs_every_phrase_and_sees_tool_results() -> None:
+    result = ToolResult(tool_use_id="t1", content='{"error": "rejected_by_user"}', is_error=True)
+    declined = ModelRequest(
+        messages=(Message.user("Delete it"), Message(role="user", parts=(result,)))
+    )
+    model = ScriptedModel(
+        [
+            {"match": ["Delete it", "rejected_by_user"], "text": "Not deleted."},
+            {"match": "Delete it", "text": "Deleted."},
+        ],
+        repeat=True,
+    )
+
+    assert _text(await collect(model, _request("Delete it"))) == "Deleted."
+    assert _text(await collect(model, declined)) == "Not deleted."
 
 
 async def test_scripted_with_no_steps_is_exhausted_even_with_repeat() -> None:

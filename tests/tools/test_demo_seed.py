@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, date, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 
-from bosun_demo import seed_demo
+from bosun_demo import restore_demo, seed_demo, seed_id
 from bosun_demo._tables import ClassSessionRow, MemberRow, ProgramRow, TaskRow, WorkoutRow
 from store import Store
 from store._models import OrgRow
@@ -101,3 +101,33 @@ async def test_each_org_gets_its_own_rows_and_concurrent_seeds_insert_once(store
             )
         )
     assert crossed == 0
+
+
+async def test_restore_puts_back_only_the_seeded_rows_an_org_lost(store: Store) -> None:
+    """What ``serve --dev`` runs at each start: a demo turn deleted the seeded "Engine
+    builder" workout and a member; they come back, and what the user changed or added
+    stays as it is (restoring twice inserts nothing)."""
+    assert await restore_demo(store, "acme", now=NOW) == 26  # an empty org: all of it
+    engine, sam = seed_id("acme", "wo", 4), seed_id("acme", "mem", 0)
+    async with store.db.write() as conn:
+        await conn.execute(delete(WorkoutRow).where(WorkoutRow.id == engine))
+        await conn.execute(delete(MemberRow).where(MemberRow.id == sam))
+        await conn.execute(
+            update(ProgramRow).where(ProgramRow.org_id == "acme").values(description="mine")
+        )
+    assert await seed_demo(store, "acme", now=NOW) is False  # seeding alone never restores
+
+    assert await restore_demo(store, "acme", now=NOW) == 2
+    assert await restore_demo(store, "acme", now=NOW) == 0
+    async with store.db.read() as conn:
+        title = await conn.scalar(select(WorkoutRow.title).where(WorkoutRow.id == engine))
+        kept = set(await conn.scalars(select(ProgramRow.description)))
+        sams = await conn.scalar(
+            select(func.count()).select_from(WorkoutRow).where(WorkoutRow.member_id == sam)
+        )
+    assert title == "Engine builder"
+    assert kept == {"mine"}
+    assert sams == 0  # Sam's workouts lost him when he was deleted: rows left as they are
+    assert await _counts(store, "acme") == {
+        "members": 8, "programs": 3, "workouts": 5, "class_sessions": 6, "tasks": 4,
+    }  # fmt: skip
