@@ -4,7 +4,9 @@ the command line, straight on the database (no server needed).
 ``agents apply FILE.yaml`` saves each profile in the file (one mapping, or a list) unless
 it equals the agent's current version, so applying the same file twice changes nothing.
 ``run HANDLE TASK`` queues a run for a server's workers; with ``--wait`` this process
-runs it and prints its events as ``bosun chat`` does.
+runs it as a server's worker would (``bosun.app.local_server``: the same models, toolsets,
+the org's MCP and OpenAPI toolsets, and the notices its end publishes) and prints its
+events as ``bosun chat`` does. Ids go to stdout, what is said to the person to stderr.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from bosun._dev_key import missing_key_help
 from bosun.chat_cli import heartbeat, print_events
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
-from bosun.settings import Settings
-from bosun.wiring import build_kit, build_models, configured_toolsets
+from bosun.settings import ROLE_NAMES, Settings
+from bosun.wiring import build_kit, configured_toolsets
 from fleet import (
     AgentDirectory,
     AgentNotFoundError,
@@ -30,13 +33,23 @@ from fleet import (
     AgentProfile,
     AgentRateLimitedError,
     ProfileError,
-    RunDispatcher,
     RunRequest,
     default_policy,
     default_profile,
 )
+from providers import ModelSpecError
 from store import SecretsKeyError, Store
-from turn import ModelResolver, TurnHandle, TurnRunner
+from turn import TurnHandle
+
+if TYPE_CHECKING:
+    from stream import LocalServer
+
+NO_MODEL = (
+    "--wait runs the agent in this process, with this command's models, and none is "
+    "configured: pass --model SPEC (the server's, e.g. make serve's "
+    "scripted:examples/hello.yaml) or set BOSUN_MODELS__DEFAULT; without --wait, the "
+    "server's workers run it with theirs"
+)
 
 
 def _store(settings: Settings) -> Store:
@@ -46,9 +59,8 @@ def _store(settings: Settings) -> Store:
 
 def _directory(settings: Settings, store: Store) -> AgentDirectory:
     kit = build_kit(settings, store)
-    return AgentDirectory(
-        store, default_policy(kit, settings.models.allowed), kit, default_profile(kit)
-    )
+    policy = default_policy(kit, settings.models.allowed, settings.agents.always_allowed)
+    return AgentDirectory(store, policy, kit, default_profile(kit))
 
 
 def run_agents(args: argparse.Namespace, settings: Settings) -> int:
@@ -84,9 +96,9 @@ async def _agents(args: argparse.Namespace, settings: Settings, loaded: list[Any
             agent = await directory.get(args.org, args.handle)
             shown = {"handle": agent.handle, "version": agent.version}
             print(json.dumps({**shown, **agent.profile.model_dump(mode="json")}, indent=2))
-        else:
+        else:  # what was saved is said to the person; nothing new to capture
             for line in await _apply(directory, args.org, args.user, loaded):
-                print(line)
+                print(line, file=sys.stderr)
         return 0
     finally:
         await store.close()
@@ -120,46 +132,62 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when the run was queued (or, with ``--wait``, completed or waits for a
     human), 1 when it did not complete, 2 when it could not be queued."""
     quiet_logging(settings)
+    if args.wait and not _has_model(settings):
+        print(f"bosun run: {NO_MODEL}", file=sys.stderr)
+        return 2
     try:
         status = asyncio.run(_run(args, settings))
-    except (AgentNotFoundError, AgentPausedError, AgentRateLimitedError, SecretsKeyError) as exc:
+    except SecretsKeyError as exc:
+        print(f"bosun run: {missing_key_help(exc, 'run')}", file=sys.stderr)
+        return 2
+    except (AgentNotFoundError, AgentPausedError, AgentRateLimitedError, ModelSpecError) as exc:
         print(f"bosun run: {exc}", file=sys.stderr)
         return 2
     return 0 if status in ("queued", "completed", "suspended") else 1
 
 
+def _has_model(settings: Settings) -> bool:
+    """Whether a turn here could have a model at all (a role's, or one agents may pick)."""
+    models = settings.models
+    return bool(models.allowed) or any(models.for_role(role) for role in ROLE_NAMES)
+
+
 async def _run(args: argparse.Namespace, settings: Settings) -> str:
+    from bosun.app import local_server  # the HTTP stack's services: only `run` needs them
+
     store = _store(settings)
+    server = None
     try:
         toolsets = configured_toolsets(settings)
         await upgrade(store, toolsets=toolsets)
-        kit = build_kit(settings, store, toolsets)
-        directory = _directory(settings, store)
-        runner = TurnRunner(
-            store, turn_timeout_s=settings.limits.turn_timeout_s, kit=kit,
-            lease_s=settings.workers.lease_s,
-        )  # fmt: skip
-        resolver = ModelResolver(build_models(settings), store.org_keys)
-        dispatcher = RunDispatcher(store, directory, runner, resolver)
-        context = json.loads(args.context) if args.context else None
-        run, _ = await dispatcher.submit(
-            RunRequest(
-                org_id=args.org, user_id=args.user, role=args.role, agent=args.handle,
-                task=args.task, context=context,
-            )
-        )  # fmt: skip
-        print(f"run {run.id} queued (session {run.session_id})", file=sys.stderr)
-        if not args.wait:
-            return "queued"
-        turn_id = await dispatcher.claim_and_start(run)
-        if turn_id is None:  # a server's worker took it first: nothing to print here
-            print(f"run {run.id} was claimed by a server's worker", file=sys.stderr)
-            return "queued"
-        handle = TurnHandle(session_id=run.session_id, turn_id=turn_id, trace_id="")
-        async with heartbeat(store, runner, handle):
-            status = await print_events(store, handle, as_json=args.json)
-        await runner.wait(turn_id)
-        print(f"\nrun {run.id}: {status}", file=sys.stderr)
-        return status
+        server = local_server(settings, store, toolsets)
+        return await _submit(args, server)
     finally:
-        await store.close()
+        await (store.close() if server is None else server.aclose())  # aclose: the store too
+
+
+async def _submit(args: argparse.Namespace, server: LocalServer) -> str:
+    """Queue the run (its id to stdout), and with ``--wait`` run it here to its end."""
+    services = server.services
+    context = json.loads(args.context) if args.context else None
+    run, _ = await services.runs.submit(
+        RunRequest(
+            org_id=args.org, user_id=args.user, role=args.role, agent=args.handle,
+            task=args.task, context=context,
+        )
+    )  # fmt: skip
+    ids = {"run_id": run.id, "session_id": run.session_id}
+    print(json.dumps(ids) if args.json else run.id, flush=True)
+    print(f"run {run.id} queued (session {run.session_id})", file=sys.stderr)
+    if not args.wait:
+        return "queued"
+    turn_id = await services.runs.claim_and_start(run)
+    if turn_id is None:  # a server's worker took it first: nothing to print here
+        print(f"run {run.id} was claimed by a server's worker", file=sys.stderr)
+        return "queued"
+    handle = TurnHandle(session_id=run.session_id, turn_id=turn_id, trace_id="")
+    async with heartbeat(services.store, services.runner, handle):
+        status = await print_events(services.store, handle, as_json=args.json)
+    await services.runner.wait(turn_id)  # its end's hooks too: costs, run_finished
+    print(f"\nrun {run.id}: {status}", file=sys.stderr)
+    return status

@@ -12,10 +12,10 @@ from bosun import __version__
 from bosun._toolsets import Toolset
 from bosun.settings import Settings, WebhookSettings
 from bosun.wiring import build_kit, build_models, configured_toolsets
-from fleet import default_policy
+from fleet import AgentPolicy, default_policy
 from store import Breaker, Store
-from stream import DeliveryLimits, StreamConfig, TokenConfig, create_app
-from turn import TurnModels
+from stream import DeliveryLimits, LocalServer, StreamConfig, TokenConfig, create_app
+from turn import TurnKit, TurnModels
 
 _log = structlog.get_logger("bosun.app")
 
@@ -90,7 +90,28 @@ def build_app(
         models=models,
         config=stream_config(settings),
         kit=kit,
-        policy=default_policy(kit, models.selectable, settings.agents.always_allowed),
+        policy=server_policy(settings, kit, models),
         version=__version__,
         startup=[seed],
+    )
+
+
+def server_policy(settings: Settings, kit: TurnKit, models: TurnModels) -> AgentPolicy:
+    """What an agent profile may name on this server: its tools, blocks and models."""
+    return default_policy(kit, models.selectable, settings.agents.always_allowed)
+
+
+def local_server(settings: Settings, store: Store, toolsets: Sequence[Toolset]) -> LocalServer:
+    """The services ``build_app`` serves, over ``store``, without HTTP or background
+    workers: the same models, kit, policy, MCP and OpenAPI toolsets, and the hooks a
+    turn's end runs (cost alerts, ``run_finished``). ``bosun run`` runs a run on them
+    as a server's worker would."""
+    models = build_models(settings)
+    kit = build_kit(settings, store, toolsets)
+    return LocalServer(
+        store,
+        models=models,
+        kit=kit,
+        config=stream_config(settings),
+        policy=server_policy(settings, kit, models),
     )

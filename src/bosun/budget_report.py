@@ -41,10 +41,13 @@ def run_budget(args: argparse.Namespace, settings: Settings) -> int:
     if report is None:
         print(f"bosun budget: no session {args.session!r} in the database", file=sys.stderr)
         return 1
-    if args.html is not None:
+    if args.html is not None:  # the page instead of the table: one line says where
         args.html.write_text(render_html(report), encoding="utf-8")
-        print(f"wrote {args.html}", file=sys.stderr)
-    print(render_json(report) if args.json else render_table(report))
+        print(f"wrote the budget report to {args.html}", file=sys.stderr)
+    if args.json:
+        print(render_json(report))
+    elif args.html is None:
+        print(render_table(report))
     return 0
 
 

@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 
+from bosun._dev_key import missing_key_help
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
@@ -49,7 +50,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     quiet_logging(settings)
     try:
         status = asyncio.run(_chat(args, settings))
-    except (ModelSpecError, SecretsKeyError, LookupError, TurnInProgressError) as exc:
+    except SecretsKeyError as exc:
+        print(f"bosun chat: {missing_key_help(exc, 'chat')}", file=sys.stderr)
+        return 2
+    except (ModelSpecError, LookupError, TurnInProgressError) as exc:
         print(f"bosun chat: {exc}", file=sys.stderr)
         return 2
     return 0 if status in ("completed", "suspended") else 1

@@ -12,9 +12,10 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import structlog
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from bosun import (
     agents_cli,
@@ -26,6 +27,7 @@ from bosun import (
     plan_cli,
     prune_cli,
 )
+from bosun._dev_key import DEV_KEY_COMMANDS, DevKeyError, cli_key, serve_key, serve_note
 from bosun._toolsets import Toolset, ToolsetError, installed_toolsets
 from bosun.cli_args import DEV_ORG, DEV_TOOLSET, DEV_USER
 from bosun.log import configure_logging
@@ -56,10 +58,23 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(fmt=settings.log_format, level=settings.log_level)
     try:
+        if args.command in DEV_KEY_COMMANDS:
+            _dev_key(settings)
         return _command(args, settings)
-    except ToolsetError as exc:  # a configured toolset that does not load stops the command
+    except (ToolsetError, DevKeyError) as exc:  # a toolset that does not load, a bad key file
         print(f"bosun {args.command}: {exc}", file=sys.stderr)
         return 2
+
+
+def _dev_key(settings: Settings) -> None:
+    """In a development setup (no secrets key, no JWT secret of its own: a server here
+    would need ``--dev``), use the key ``serve --dev`` keeps in this directory, if any."""
+    if settings.secrets_key is not None or settings.secret_is_safe():
+        return
+    if found := cli_key(Path.cwd()):
+        path, key = found
+        settings.secrets_key = SecretStr(key)
+        print(f"note: using the development secrets key in {path}", file=sys.stderr)
 
 
 def _command(args: argparse.Namespace, settings: Settings) -> int:
@@ -113,6 +128,11 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.secret_is_safe() and not args.dev:
         print(UNSAFE_SECRET_HELP, file=sys.stderr)
         return 2
+    key_note = ""
+    if args.dev and settings.secrets_key is None:  # webhooks and toolset secrets just work
+        path, key, created = serve_key(Path.cwd())
+        settings.secrets_key = SecretStr(key)
+        key_note = "\n" + serve_note(path, created=created)
     _open_egress(settings, dev=args.dev)
     if args.dev:
         _lift_demo_limits(settings)
@@ -134,7 +154,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         host = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address
         print(
             f"Development token (user {DEV_USER}, org {DEV_ORG}, owner):\n{token}\n"
-            f"Web chat, signed in: http://{host}:{args.port}/#token={token}",
+            f"Web chat, signed in: http://{host}:{args.port}/#token={token}{key_note}",
             file=sys.stderr,
         )
     uvicorn.run(

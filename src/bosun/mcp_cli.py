@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from dataclasses import asdict
 from typing import Any
 
+from bosun._dev_key import missing_key_help
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
@@ -47,12 +48,13 @@ def printed(
     """Run a toolset command and print its lines; what it refuses (``Refused``, a bad
     configuration, no secrets key, ``refusals``) goes to stderr with exit status 2."""
     quiet_logging(settings)
-    refused: tuple[type[Exception], ...] = (
-        Refused, InvalidToolsetError, SecretsKeyError, *refusals,
-    )  # fmt: skip
+    refused: tuple[type[Exception], ...] = (Refused, InvalidToolsetError, *refusals)
     try:
         for line in asyncio.run(lines):
             print(line)
+    except SecretsKeyError as exc:
+        print(f"bosun {command}: {missing_key_help(exc, command)}", file=sys.stderr)
+        return 2
     except refused as exc:
         print(f"bosun {command}: {exc}", file=sys.stderr)
         return 2

@@ -16,10 +16,12 @@ from bosun.wiring import build_kit, provider_config
 from planner import DryRun, PlanOutcome, dry_run, make_plan
 from planner._eval import (
     EvalCase,
+    ignored_fields,
     load_cases,
     render_html,
     render_table,
     run_eval,
+    unoffered_tools,
     write_json,
 )
 from providers import Message, Model, ModelError, ModelSpecError, model_from_spec
@@ -43,6 +45,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     except (ModelSpecError, OSError, ValueError) as exc:
         print(f"bosun plan: {exc}", file=sys.stderr)
         return 2
+    if ignored := ignored_fields(cases):
+        print(f"note: {args.eval}: ignoring unknown fields {', '.join(ignored)}", file=sys.stderr)
     if args.eval:
         return asyncio.run(_evaluate(args, settings, model, cases))
     return asyncio.run(_dry_run(args, settings, model))
@@ -103,6 +107,13 @@ async def _evaluate(
     try:
         kit = build_kit(settings, store)
         planning = kit.planning(args.role, model)
+        offered = planning.catalogue.tools
+        if missing := unoffered_tools(cases, offered):
+            print(
+                f"warning: labelled tools the served catalogue lacks (their recall is 0 "
+                f"whatever the planner does): {', '.join(missing)}",
+                file=sys.stderr,
+            )
 
         async def plan(case: EvalCase) -> PlanOutcome:
             history = [Message(role=t.role, parts=Message.user(t.text).parts) for t in case.history]
@@ -111,8 +122,9 @@ async def _evaluate(
                 model, case.message, planning, history=history, on_error="fallback"
             )
 
+        progress = _bar if sys.stderr.isatty() else _count
         report = await run_eval(
-            cases, plan, concurrency=max(1, args.concurrency), progress=_progress
+            cases, plan, concurrency=max(1, args.concurrency), progress=progress, offered=offered
         )
     finally:
         await store.close()
@@ -123,7 +135,14 @@ async def _evaluate(
     return 0
 
 
-def _progress(done: int, total: int) -> None:
+def _count(done: int, total: int) -> None:
+    """Progress for a log (stderr is no terminal): one line at the end, no frames."""
+    if done == total:
+        print(f"planned {done}/{total} cases", file=sys.stderr, flush=True)
+
+
+def _bar(done: int, total: int) -> None:
+    """Progress for a terminal: one line redrawn in place."""
     width = 30
     filled = width * done // total
     bar = "#" * filled + "-" * (width - filled)

@@ -454,7 +454,8 @@ class Settings(BaseSettings):
     )
     secrets_key: SecretStr | None = Field(
         default=None,
-        description="Fernet key that encrypts org provider keys at rest (needed to store them).",
+        description="Fernet key that encrypts org provider keys, webhook and toolset secrets at "
+        "rest (needed to store them); serve --dev makes one in ./.bosun-dev-secrets-key if unset.",
     )
     jwt_algorithm: Literal["HS256", "HS384", "HS512"] = Field(
         default="HS256", description="HMAC algorithm of bearer tokens."

@@ -1,7 +1,8 @@
 """Evaluate the planner on a labelled set: strategy accuracy, tool choice, cost, latency.
 
 Each line of the set is ``{"message": ..., "strategy": ..., "tools": [...]}`` with an
-optional ``"history": [{"role": "user"|"assistant", "text": ...}]``.
+optional ``"history": [{"role": "user"|"assistant", "text": ...}]``. Other fields (an id,
+a note) are kept aside and ignored, so a set can carry its own bookkeeping.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,13 +24,13 @@ STRATEGIES: tuple[Strategy, ...] = ("simple", "tool", "complex")
 
 
 class _Turn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")  # unknown fields: ignored (``ignored_fields``)
     role: Literal["user", "assistant"]
     text: str
 
 
 class EvalCase(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")  # unknown fields: ignored (``ignored_fields``)
     message: str = Field(min_length=1)
     strategy: Strategy
     tools: list[str] = Field(default_factory=list)
@@ -49,6 +50,14 @@ def load_cases(path: Path) -> list[EvalCase]:
     return cases
 
 
+def ignored_fields(cases: Sequence[EvalCase]) -> list[str]:
+    """The fields of ``cases`` the evaluation does not know (``history.*`` for a turn's),
+    so a caller can say once that they were ignored."""
+    names = {name for case in cases for name in case.model_extra or {}}
+    names |= {f"history.{n}" for case in cases for t in case.history for n in t.model_extra or {}}
+    return sorted(names)
+
+
 @dataclass(frozen=True, slots=True)
 class CaseResult:
     message: str
@@ -66,17 +75,20 @@ class EvalReport:
     cases: list[CaseResult]
     model: str
     confusion: dict[str, dict[str, int]] = field(default_factory=dict)
+    unoffered_tools: list[str] = field(default_factory=list)
+    """Labelled tools the served catalogue lacks: no plan could choose them."""
 
     @property
     def accuracy(self) -> float:
         return sum(c.expected == c.predicted for c in self.cases) / len(self.cases)
 
-    def tool_scores(self) -> tuple[float, float]:
-        """Micro-averaged precision and recall of the tools the plans chose."""
+    def tool_scores(self) -> tuple[float | None, float | None]:
+        """Micro-averaged precision and recall of the tools the plans chose; ``None`` when
+        nothing was planned (precision) or labelled (recall): no score, not a perfect one."""
         true_pos = sum(len(set(c.expected_tools) & set(c.predicted_tools)) for c in self.cases)
         chosen = sum(len(set(c.predicted_tools)) for c in self.cases)
         wanted = sum(len(set(c.expected_tools)) for c in self.cases)
-        return (true_pos / chosen if chosen else 1.0, true_pos / wanted if wanted else 1.0)
+        return (true_pos / chosen if chosen else None, true_pos / wanted if wanted else None)
 
     def latency_ms(self, pct: float) -> int:
         ordered = sorted(c.duration_ms for c in self.cases)
@@ -89,8 +101,9 @@ class EvalReport:
             "cases": len(self.cases),
             "strategy_accuracy": round(self.accuracy, 4),
             "confusion": self.confusion,
-            "tool_precision": round(precision, 4),
-            "tool_recall": round(recall, 4),
+            "tool_precision": None if precision is None else round(precision, 4),
+            "tool_recall": None if recall is None else round(recall, 4),
+            "unoffered_tools": self.unoffered_tools,
             "fallbacks": sum(c.fallback is not None for c in self.cases),
             "cost_usd_micros": sum(c.cost_usd_micros for c in self.cases),
             "latency_ms": {f"p{p}": self.latency_ms(p) for p in (50, 90, 99)},
@@ -109,8 +122,10 @@ async def run_eval(
     *,
     concurrency: int = 4,
     progress: Callable[[int, int], None] | None = None,
+    offered: Collection[str] | None = None,
 ) -> EvalReport:
-    """Plan every case with at most ``concurrency`` in flight; report the metrics."""
+    """Plan every case with at most ``concurrency`` in flight; report the metrics.
+    ``offered``: the catalogue's tools, to report the labelled ones it lacks."""
     gate = asyncio.Semaphore(concurrency)
     done = 0
 
@@ -142,19 +157,46 @@ async def run_eval(
     for result in results:
         confusion[result.expected][result.predicted] += 1
     model = pairs[0][1] if pairs else ""
-    return EvalReport(cases=results, model=model, confusion=confusion)
+    unoffered = unoffered_tools(cases, offered) if offered is not None else []
+    return EvalReport(cases=results, model=model, confusion=confusion, unoffered_tools=unoffered)
+
+
+def unoffered_tools(cases: Sequence[EvalCase], offered: Collection[str]) -> list[str]:
+    """The tools ``cases`` label that ``offered`` lacks (a renamed tool, another toolset):
+    their recall is 0 whatever the planner does."""
+    return sorted({tool for case in cases for tool in case.tools} - set(offered))
+
+
+def _percent(score: float | None, none: str) -> str:
+    return none if score is None else f"{score:.1%}"
+
+
+def _scores(summary: dict[str, Any]) -> tuple[str, str]:
+    """Precision and recall as shown to people: a percentage, or why there is none."""
+    return (
+        _percent(summary["tool_precision"], "n/a (no tools planned)"),
+        _percent(summary["tool_recall"], "n/a (no tools labelled)"),
+    )
 
 
 def render_table(report: EvalReport) -> str:
     """The metrics as a terminal table."""
     s = report.summary()
+    precision, recall = _scores(s)
     lines = [
         f"planner eval: {s['cases']} cases, model {s['model']}",
         f"strategy accuracy  {s['strategy_accuracy']:.1%}",
-        f"tool precision     {s['tool_precision']:.1%}   recall {s['tool_recall']:.1%}",
+        f"tool precision     {precision}   recall {recall}",
         f"fallback plans     {s['fallbacks']}",
         f"cost               ${s['cost_usd_micros'] / 1e6:.4f}",
         "latency ms         " + "  ".join(f"{k} {v}" for k, v in s["latency_ms"].items()),
+    ]
+    if report.unoffered_tools:
+        lines.append(
+            f"not offered        {', '.join(report.unoffered_tools)} (labelled, but the served "
+            "catalogue lacks them: no plan could choose them)"
+        )
+    lines += [
         "",
         "confusion (rows: labelled, columns: planned)",
         f"{'':>10}" + "".join(f"{p:>9}" for p in STRATEGIES),
@@ -170,6 +212,13 @@ def render_html(report: EvalReport) -> str:
     from html import escape
 
     s = report.summary()
+    precision, recall = _scores(s)
+    unoffered = (
+        f"<li>labelled tools the served catalogue lacks (no plan could choose them): "
+        f"{escape(', '.join(report.unoffered_tools))}</li>"
+        if report.unoffered_tools
+        else ""
+    )
     confusion = "".join(
         f"<tr><th>{e}</th>"
         + "".join(f"<td>{report.confusion[e][p]}</td>" for p in STRATEGIES)
@@ -189,7 +238,7 @@ def render_html(report: EvalReport) -> str:
 td,th{{border:1px solid #ccc;padding:4px 8px}}.miss{{background:#fde}}</style>
 <h1>Planner eval</h1><p>{s["cases"]} cases, model {escape(s["model"])}</p>
 <ul><li>strategy accuracy {s["strategy_accuracy"]:.1%}</li>
-<li>tool precision {s["tool_precision"]:.1%}, recall {s["tool_recall"]:.1%}</li>
+<li>tool precision {precision}, recall {recall}</li>{unoffered}
 <li>fallback plans {s["fallbacks"]}</li><li>cost ${s["cost_usd_micros"] / 1e6:.4f}</li>
 <li>latency p50 {s["latency_ms"]["p50"]} ms, p90 {s["latency_ms"]["p90"]} ms,
 p99 {s["latency_ms"]["p99"]} ms</li></ul>

@@ -43,7 +43,7 @@ class AgentHooks:
     def _require_box(self) -> SecretBox:
         return require_box(
             self._box,
-            "Webhook secrets are stored encrypted: set BOSUN_SECRETS_KEY to give agents webhooks",
+            "An agent's webhook secret is stored encrypted",
         )
 
     async def rotate(self, org_id: str, handle: str) -> str:

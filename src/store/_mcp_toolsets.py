@@ -247,8 +247,7 @@ class McpToolsets(NamedRows[McpToolsetRecord]):
     def _require_box(self) -> SecretBox:
         return require_box(
             self._box,
-            "MCP toolset headers and environment values are stored encrypted: set "
-            "BOSUN_SECRETS_KEY on the server to store them",
+            "MCP toolset headers and environment values are stored encrypted",
         )
 
     def _seal(self, values: dict[str, str]) -> str | None:

@@ -142,8 +142,7 @@ class OpenApiToolsets(NamedRows[OpenApiToolsetRecord]):
     def _require_box(self) -> SecretBox:
         return require_box(
             self._box,
-            "An OpenAPI toolset's signing secret is stored encrypted: set BOSUN_SECRETS_KEY "
-            "on the server to add one",
+            "An OpenAPI toolset's signing secret is stored encrypted",
         )
 
     async def put(

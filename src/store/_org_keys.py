@@ -17,7 +17,13 @@ from store._models import OrgKeyRow, OrgRow, utcnow
 
 
 class SecretsKeyError(ValueError):
-    """No usable server key to encrypt or decrypt org secrets with."""
+    """No usable server key to encrypt or decrypt org secrets with. ``needs`` says what
+    needed one when no key is set at all, so a caller that is not the server (the CLI,
+    which encrypts what it stores itself) can say where to set it."""
+
+    def __init__(self, message: str, *, needs: str | None = None) -> None:
+        super().__init__(message)
+        self.needs = needs
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +59,11 @@ class SecretBox:
             ) from exc
 
 
-def require_box(box: SecretBox | None, message: str) -> SecretBox:
-    """``box``, or ``SecretsKeyError(message)`` when the server has no ``BOSUN_SECRETS_KEY``:
-    each repository that stores secrets says in ``message`` what needs it."""
+def require_box(box: SecretBox | None, needs: str) -> SecretBox:
+    """``box``, or ``SecretsKeyError`` when the server has no ``BOSUN_SECRETS_KEY``: each
+    repository that stores secrets says in ``needs`` what needs it."""
     if box is None:
-        raise SecretsKeyError(message)
+        raise SecretsKeyError(f"{needs}: set BOSUN_SECRETS_KEY on the server", needs=needs)
     return box
 
 
@@ -73,9 +79,7 @@ class OrgKeys:
         return self._box is not None
 
     def _require_box(self) -> SecretBox:
-        return require_box(
-            self._box, "Org provider keys need BOSUN_SECRETS_KEY to be set on the server"
-        )
+        return require_box(self._box, "Org provider keys are stored encrypted")
 
     async def put(self, *, org_id: str, provider: str, api_key: str) -> OrgKeyInfo:
         box = self._require_box()

@@ -109,9 +109,7 @@ class Webhooks:
         self._box = box
 
     def _require_box(self) -> SecretBox:
-        return require_box(
-            self._box, "Webhook secrets are stored encrypted: set BOSUN_SECRETS_KEY to add webhooks"
-        )
+        return require_box(self._box, "Webhook secrets are stored encrypted")
 
     async def create(
         self,

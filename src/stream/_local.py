@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from fleet import AgentPolicy
 from store import Store
 from stream._actions import UndoOut, undo_call
 from stream._api import Services, StreamConfig
@@ -24,19 +25,29 @@ from turn import TurnHandle, TurnKit, TurnModels
 
 class LocalServer:
     """The services of a server over ``store`` with ``kit`` and ``models``; ``aclose``
-    stops its turns at once and closes the store."""
+    stops its turns at once and closes the store.
+
+    ``config`` and ``policy``: a server's own (``bosun run`` runs a run as its workers
+    would); by default a test's, whose leases outlive ``turn_timeout_s`` (no keeper)."""
 
     def __init__(
-        self, store: Store, *, models: TurnModels, kit: TurnKit, turn_timeout_s: float
+        self,
+        store: Store,
+        *,
+        models: TurnModels,
+        kit: TurnKit,
+        turn_timeout_s: float = 300.0,
+        config: StreamConfig | None = None,
+        policy: AgentPolicy | None = None,
     ) -> None:
         # No token is ever checked here: the caller says who acts (``user``).
-        config = StreamConfig(
+        config = config or StreamConfig(
             tokens=TokenConfig(secret=uuid.uuid4().hex),
             turn_timeout_s=turn_timeout_s,
             lease_s=turn_timeout_s + 30.0,  # no keeper renews leases: they outlive a turn
             webhook_deliveries=False,
         )
-        self.services: Services = _services(store, models, config, kit, None)
+        self.services: Services = _services(store, models, config, kit, policy)
 
     def user(self, *, org_id: str, user_id: str, role: UserRole) -> LocalUser:
         return LocalUser(self.services, Principal(user_id=user_id, org_id=org_id, role=role))

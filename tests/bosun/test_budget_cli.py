@@ -126,7 +126,9 @@ def test_html_draws_one_bar_chart_per_call(served: Served, tmp_path: Path) -> No
     page = tmp_path / "budget.html"
     result = bosun(served, "budget", served.session_id, "--html", str(page))
     assert result.returncode == 0, result.stderr
-    assert "session totals" in result.stdout  # the table is still printed
+    # The page instead of the table: nothing on stdout, one line on stderr says where.
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [f"wrote the budget report to {page}"]
     html = page.read_text(encoding="utf-8")
     charts = re.findall(r"<svg class=\"chart\".*?</svg>", html, re.S)
     calls = [c for t in served.api_report["turns"] for c in t["calls"]]

@@ -101,6 +101,12 @@ def test_refusals_exit_2_and_say_why(tmp_path: Path) -> None:
     listed = bosun("mcp", "list", db=db)
 
     assert no_key.returncode == 2 and "BOSUN_SECRETS_KEY" in no_key.stderr
+    # It is this command that encrypts: its environment needs the key, not only the server's.
+    assert "set BOSUN_SECRETS_KEY in this command's environment, to the server's key" in (
+        no_key.stderr
+    )
+    assert "bosun mcp encrypts and reads them itself" in no_key.stderr
+    assert "on the server" not in no_key.stderr
     assert stdio_off.returncode == 2 and "mcp.stdio_commands is empty" in stdio_off.stderr
     assert not_listed.returncode == 2 and "'/bin/sh' is not on" in not_listed.stderr
     assert old_switch.returncode == 2 and "replaced by mcp.stdio_commands" in old_switch.stderr

@@ -76,7 +76,10 @@ def test_eval_on_the_shipped_set_prints_metrics_and_writes_html(
     )
     assert result.returncode == 0, result.stderr
     assert "strategy accuracy  20.8%" in result.stdout  # the always-simple floor: 5 of 24
-    assert "24/24" in result.stderr
+    # It planned no tool at all: no precision to show (not 100%), recall 0.
+    assert "tool precision     n/a (no tools planned)   recall 0.0%" in result.stdout
+    # stderr is a pipe here, as in a log: one progress line at the end, no \r frames.
+    assert "\r" not in result.stderr and "planned 24/24 cases" in result.stderr
     assert "<h1>Planner eval</h1>" in out.read_text()
     as_json = bosun(
         "plan",
@@ -91,6 +94,41 @@ def test_eval_on_the_shipped_set_prints_metrics_and_writes_html(
     summary = json.loads(as_json.stdout)
     assert summary["cases"] == 24
     assert summary["confusion"]["complex"]["simple"] == 6
+    assert (summary["tool_precision"], summary["tool_recall"]) == (None, 0.0)
+    assert summary["unoffered_tools"] == []  # every labelled tool is the demo's
+
+
+def test_eval_ignores_unknown_fields_and_names_tools_the_catalogue_lacks(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A set with its own bookkeeping fields loads; a labelled tool no toolset offers is
+    named on stderr and in the report, so its recall of 0 is not read as the planner's."""
+    cases = tmp_path / "cases.jsonl"
+    lines = [
+        {"id": 1, "message": "find Sam", "strategy": "tool", "tools": ["members.search"],
+         "note": "from the support queue"},
+        {"id": 2, "message": "book the sauna", "strategy": "tool", "tools": ["sauna.book"],
+         "history": [{"role": "user", "text": "hi", "at": "09:00"}]},
+    ]  # fmt: skip
+    cases.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    plan = {
+        "strategy": "tool", "reasoning": "r",
+        "steps": [{"id": "s1", "goal": "g", "tools": ["members.search"]}],
+    }  # fmt: skip
+    script = tmp_path / "planner.yaml"
+    script.write_text(json.dumps({"steps": [{"text": json.dumps(plan)}], "repeat": True}))
+    args = ("plan", "--eval", str(cases), "--model", f"scripted:{script}", "--concurrency", "1")
+    table = bosun(*args, env=env, cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert f"note: {cases}: ignoring unknown fields history.at, id, note" in table.stderr
+    assert table.stderr.count("ignoring unknown fields") == 1
+    assert "catalogue lacks (their recall is 0 whatever the planner does): sauna.book" in (
+        table.stderr
+    )
+    assert "tool precision     50.0%   recall 50.0%" in table.stdout
+    assert "not offered        sauna.book (labelled, but the served catalogue" in table.stdout
+    as_json = json.loads(bosun(*args, "--json", env=env, cwd=tmp_path).stdout)
+    assert as_json["unoffered_tools"] == ["sauna.book"]
 
 
 def test_plan_needs_a_model_and_exactly_one_of_message_or_eval(

@@ -77,6 +77,31 @@ async def test_eval_reports_accuracy_confusion_tools_cost_and_latency(tmp_path: 
     assert json.loads(json.dumps(report.to_json()))["results"][2]["predicted"] == "tool"
 
 
+async def test_no_tool_planned_is_no_precision_and_unoffered_tools_are_reported() -> None:
+    """A planner that chose no tool has no precision (not 100%); a labelled tool the
+    catalogue lacks is named in every rendering."""
+    cases = [
+        EvalCase(message="hello", strategy="simple"),
+        EvalCase(message="book", strategy="tool", tools=["sauna.book"]),
+    ]
+    model = FunctionModel(keyword_planner, name="anthropic:claude-haiku-4-5")
+
+    async def plan(case: EvalCase) -> PlanOutcome:
+        return await make_plan(model, case.message, PLANNING)
+
+    report = await run_eval(cases, plan, offered=CATALOGUE.tools)
+    summary = report.summary()
+    assert (summary["tool_precision"], summary["tool_recall"]) == (None, 0.0)
+    assert summary["unoffered_tools"] == ["sauna.book"]
+    table = render_table(report)
+    assert "tool precision     n/a (no tools planned)   recall 0.0%" in table
+    assert "not offered        sauna.book" in table
+    html = render_html(report)
+    assert "tool precision n/a (no tools planned)" in html and "sauna.book</li>" in html
+    unlabelled = await run_eval(cases[:1], plan)
+    assert "recall n/a (no tools labelled)" in render_table(unlabelled)
+
+
 def test_a_bad_case_line_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(
