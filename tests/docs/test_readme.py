@@ -43,6 +43,7 @@ EVENT_TYPES = frozenset(
 QUOTED = re.compile(r'"[^"\n]*"')
 PAIR = re.compile(r'"(\w+)":\s*("[^"\n…]*"|true|false|null|-?\d+(?:\.\d+)?)(?=\s*[,}\]])')
 TIMEOUT_S = 120
+MCP_HEADER_VALUE = "tickets-token"  # the README's `bosun mcp add --header`: never shown again
 
 
 @dataclass
@@ -181,6 +182,8 @@ def test_the_readme_walkthroughs_run_in_one_shell_as_documented(tmp_path: Path) 
     for number, (block, output) in enumerate(zip(blocks, outputs, strict=True)):
         check_block(number, block, output)
     assert "turn.crashed" not in log and "Traceback" not in log, log[-3000:]
+    assert any(MCP_HEADER_VALUE in block.script for block in blocks)
+    assert not any(MCP_HEADER_VALUE in output for output in outputs), "a secret was shown"
     print(f"README walkthroughs: {len(blocks)} blocks in {elapsed:.1f} s")
     print((work / "seconds").read_text())
 
