@@ -1,8 +1,9 @@
 """``bosun chat``: one turn in this process, no server, events printed as they are logged.
 
 It proves the turn stands without HTTP (it is the same ``turn`` package the routes call)
-and is handy: the answer streams to stdout, the plan, steps and tool calls to stderr, and
-the session stays in the database, so ``--session`` goes on with the conversation.
+and is handy: the session id, then the answer stream to stdout (``--json``: the events,
+the first naming the session), the plan, steps and tool calls to stderr, and the session
+stays in the database, so ``--session`` goes on with the conversation.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> TurnStatus:
             if toolset.seed is not None:
                 await toolset.seed(store, args.org)
         session_id = await _session(store, args)
+        if not args.json:  # the id first, as every command's (a JSON stream's first event has it)
+            print(session_id, flush=True)
         picked = await ModelResolver(models, store.org_keys).resolve(
             org_id=args.org, requested=None
         )

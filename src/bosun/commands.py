@@ -86,7 +86,8 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
         toolsets = configured_toolsets(settings)
         asyncio.run(_migrate(settings.database_url, args.revision, toolsets=toolsets))
         with_toolsets = "".join(f", {t.name}" for t in toolsets if t.migrations)
-        print(f"migrated {settings.database_url.split('@')[-1]} to {args.revision}{with_toolsets}")
+        where = settings.database_url.split("@")[-1]
+        print(f"migrated {where} to {args.revision}{with_toolsets}", file=sys.stderr)
         return 0
     if args.command == "toolsets":
         return _toolsets(settings)

@@ -3,7 +3,8 @@
 
 ``add`` stores a toolset (or replaces it: its next version, so running servers reconnect);
 header and environment values are encrypted with ``BOSUN_SECRETS_KEY`` and never printed.
-``show --check`` connects as a server's worker would and prints its tools.
+``show --check`` connects as a server's worker would and prints its tools. ``list`` and
+``show`` print to stdout; what ``add`` and ``remove`` did is said on stderr (``say``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ from store import (
 
 class Refused(Exception):
     """What the command cannot do, said to the user (exit status 2)."""
+
+
+def say(line: str) -> None:
+    """A line for the person, on stderr: stdout carries only what a script captures (ids,
+    secrets, listings), so ``X=$(bosun …)`` gets that and nothing else."""
+    print(line, file=sys.stderr)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -69,11 +76,13 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> list[str]:
         if args.action == "list":
             return [_line(r) for r in await store.mcp_toolsets.list_for_org(args.org)]
         if args.action == "add":
-            return [await _add(store, args, settings)]
+            say(await _add(store, args, settings))
+            return []
         if args.action == "remove":
             if not await store.mcp_toolsets.delete(args.org, args.name):
                 raise Refused(f"the org {args.org!r} has no MCP toolset {args.name!r}")
-            return [f"{args.name}: removed"]
+            say(f"{args.name}: removed")
+            return []
         return [await _show(store, args, settings)]
     finally:
         await store.close()

@@ -3,7 +3,8 @@ database (no server needed), as ``bosun mcp`` does MCP toolsets (docs/openapi.md
 
 ``add`` reads the document from a file, or fetches it from a URL through the egress
 guard, checks that its operations can be tools, and stores the toolset; the signing
-secret is printed once, when the toolset is created.
+secret is printed once, alone on stdout (``SECRET=$(bosun openapi add …)``), when the
+toolset is created; what was saved is said on stderr.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bosun.mcp_cli import Refused, printed
+from bosun.mcp_cli import Refused, printed, say
 from bosun.migrate import upgrade
 from bosun.settings import Settings
 from bosun.wiring import configured_toolsets
@@ -43,7 +44,8 @@ async def _openapi(args: argparse.Namespace, settings: Settings) -> list[str]:
         if args.action == "remove":
             if not await toolsets.delete(args.org, args.name):
                 raise Refused(f"the org {args.org!r} has no OpenAPI toolset {args.name!r}")
-            return [f"{args.name}: removed"]
+            say(f"{args.name}: removed")
+            return []
         record = await toolsets.get(args.org, args.name)
         if record is None:
             raise Refused(f"the org {args.org!r} has no OpenAPI toolset {args.name!r}")
@@ -99,10 +101,11 @@ async def _add(store: Store, args: argparse.Namespace, settings: Settings) -> li
     )  # fmt: skip
     tools = preview(args.org, args.name, spec)
     record, secret = await store.openapi_toolsets.put(args.org, args.name, spec)
-    lines = [f"{record.name}: saved version {record.version} ({len(tools)} tools)"]
-    if secret is not None:
-        lines.append(f"secret: {secret}  (shown once: give it to the API to verify calls)")
-    return lines
+    say(f"{record.name}: saved version {record.version} ({len(tools)} tools)")
+    if secret is None:  # a replaced toolset keeps its secret: nothing to show
+        return []
+    say("its signing secret, on stdout, is shown once: give it to the API to verify calls")
+    return [secret]
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -51,7 +51,9 @@ def test_a_turn_runs_without_a_server_and_its_session_stays(tmp_path: Path) -> N
     again = bosun("chat", "and then?", "--session", session_id, "--model", model, "--json", db=db)
 
     assert first.returncode == 0, first.stderr
-    assert " ".join(first.stdout.split()) == answers()[0]  # the answer, streamed to stdout
+    said_id, answer = first.stdout.split("\n", 1)
+    assert said_id == session_id  # the id first (SESSION=$(… | head -1)), then the answer
+    assert " ".join(answer.split()) == answers()[0]
     assert "· plan simple" in first.stderr and '"status": "completed"' in first.stderr
     assert again.returncode == 0, again.stderr
     events = [json.loads(line) for line in again.stdout.splitlines()]
@@ -106,7 +108,7 @@ def test_an_answer_cut_short_says_so(tmp_path: Path) -> None:
     ran = bosun("chat", "count programs", "--model", f"scripted:{script}", db=tmp_path / "c.db")
 
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.strip() == "Three programs so far."
+    assert ran.stdout.splitlines()[1:] == ["Three programs so far."]
     assert "· answer cut short (max_tool_calls)" in ran.stderr.splitlines()
 
 

@@ -48,15 +48,15 @@ def test_add_list_show_replace_and_remove_without_printing_secrets(tmp_path: Pat
     again = bosun("mcp", "remove", "tickets", "--org", "acme", db=db, **key)
 
     assert added.returncode == 0, added.stderr
-    assert added.stdout == "tickets: saved version 1\n"
+    assert added.stdout == "" and added.stderr == "tickets: saved version 1\n"
     assert listed.stdout == "tickets\tv1\thttp\thttp://127.0.0.1:9/mcp\n"
     record = json.loads(shown.stdout)
     assert record["header_names"] == ["Authorization"] and record["default_category"] == "write"
     assert record["tool_categories"] == {"searchTickets": "read"} and record["timeout_s"] == 12
     assert "status" not in record  # no --check: nothing connected
-    assert replaced.stdout == "tickets: saved version 2\n"
+    assert replaced.stdout == "" and replaced.stderr == "tickets: saved version 2\n"
     assert relisted.stdout == "tickets\tv2\thttp\thttp://127.0.0.1:9/v2 (disabled)\n"
-    assert removed.stdout == "tickets: removed\n"
+    assert removed.stdout == "" and removed.stderr == "tickets: removed\n"
     assert again.returncode == 2 and "no MCP toolset 'tickets'" in again.stderr
     for done in (added, listed, shown, replaced, relisted, removed, again):
         assert SECRET not in done.stdout + done.stderr

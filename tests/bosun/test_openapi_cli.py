@@ -33,16 +33,21 @@ def test_add_list_show_replace_and_remove(tmp_path: Path) -> None:
     again = bosun("openapi", "remove", "notes", "--org", "acme", db=db, **KEY)
 
     assert added.returncode == 0, added.stderr
-    saved, secret = added.stdout.splitlines()
-    assert saved == "notes: saved version 1 (3 tools)" and secret.startswith("secret: ")
+    # The secret alone on stdout (SECRET=$(bosun openapi add …)); the rest on stderr.
+    secret = added.stdout.strip()
+    assert added.stdout == f"{secret}\n" and len(secret) >= 32 and " " not in secret
+    assert added.stderr.splitlines() == [
+        "notes: saved version 1 (3 tools)",
+        "its signing secret, on stdout, is shown once: give it to the API to verify calls",
+    ]
     assert listed.stdout == "notes\tv1\tsigned\thttps://8.8.8.8\n"
     record = json.loads(shown.stdout)
     assert [(t["name"], t["category"]) for t in record["tools"]] == [
         ("notes.list_notes", "write"), ("notes.create_note", "write"), ("notes.get_note", "read"),
     ]  # fmt: skip
     assert record["timeout_s"] == 7 and "secret" not in shown.stdout
-    assert replaced.stdout == "notes: saved version 2 (4 tools)\n"  # no secret again
-    assert removed.stdout == "notes: removed\n"
+    assert replaced.stdout == "" and replaced.stderr == "notes: saved version 2 (4 tools)\n"
+    assert removed.stdout == "" and removed.stderr == "notes: removed\n"
     assert again.returncode == 2 and "no OpenAPI toolset 'notes'" in again.stderr
 
 
@@ -60,6 +65,6 @@ def test_a_document_by_url_and_bad_documents(tmp_path: Path) -> None:
     )  # fmt: skip
 
     assert fetched.returncode == 0, fetched.stderr
-    assert fetched.stdout.startswith("notes: saved version 1 (4 tools)\n")
+    assert fetched.stderr.startswith("notes: saved version 1 (4 tools)\n")
     assert refused.returncode == 2 and "loopback" in refused.stderr
     assert wrong.returncode == 2 and "OpenAPI 3.0 or 3.1" in wrong.stderr
