@@ -300,7 +300,7 @@ async def test_the_demo_toolset_from_its_yaml_script() -> None:
     script = Path(__file__).parents[2] / "examples" / "demo.yaml"
     async with converse(toolsets=[demo.toolset()], model=script, org_id="dev-org") as chat:
         await demo.seed_demo(chat.store, "dev-org")
-        planned = await chat.send("Plan an intro workout for Sam Rivera")
+        planned = await chat.send("Set Sam Rivera up with an intro workout")
         undone = await chat.undo("toolu_create_workout")
         deleting = await chat.send("Delete the Engine builder workout")
         deleted = await chat.confirm()
@@ -320,7 +320,7 @@ async def test_a_member_is_refused_by_an_agent_for_owners_and_staff_only() -> No
     staff_only = {"name": "Default", "access": {"chat": ["owner", "staff"], "answer": ["owner"]}}
     async with converse(toolsets=[demo.toolset()], model=model, org_id="dev-org") as chat:
         await demo.seed_demo(chat.store, "dev-org")
-        await chat.send("Plan an intro workout for Sam Rivera")
+        await chat.send("Set Sam Rivera up with an intro workout")
         deleting = await chat.send("Delete the Engine builder workout")  # as the owner
         await chat.store.agents.save("dev-org", "default", staff_only, by="test", create=False)
         member = LocalUser(chat._server.services, replace(chat._user.principal, role="member"))
