@@ -136,7 +136,12 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"bosun run: {NO_MODEL}", file=sys.stderr)
         return 2
     try:
-        status = asyncio.run(_run(args, settings))
+        context = _context(args.context)
+    except ValueError as exc:
+        print(f"bosun run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        status = asyncio.run(_run(args, settings, context))
     except SecretsKeyError as exc:
         print(f"bosun run: {missing_key_help(exc, 'run')}", file=sys.stderr)
         return 2
@@ -146,13 +151,26 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if status in ("queued", "completed", "suspended") else 1
 
 
+def _context(text: str | None) -> dict[str, Any] | None:
+    """``--context``: a JSON object (``ValueError`` for anything else)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise ValueError(f"--context must be a JSON object, not {text!r:.60}")
+    return value
+
+
 def _has_model(settings: Settings) -> bool:
     """Whether a turn here could have a model at all (a role's, or one agents may pick)."""
     models = settings.models
     return bool(models.allowed) or any(models.for_role(role) for role in ROLE_NAMES)
 
 
-async def _run(args: argparse.Namespace, settings: Settings) -> str:
+async def _run(args: argparse.Namespace, settings: Settings, context: dict[str, Any] | None) -> str:
     from bosun.app import local_server  # the HTTP stack's services: only `run` needs them
 
     store = _store(settings)
@@ -161,15 +179,16 @@ async def _run(args: argparse.Namespace, settings: Settings) -> str:
         toolsets = configured_toolsets(settings)
         await upgrade(store, toolsets=toolsets)
         server = local_server(settings, store, toolsets)
-        return await _submit(args, server)
+        return await _submit(args, server, context)
     finally:
         await (store.close() if server is None else server.aclose())  # aclose: the store too
 
 
-async def _submit(args: argparse.Namespace, server: LocalServer) -> str:
+async def _submit(
+    args: argparse.Namespace, server: LocalServer, context: dict[str, Any] | None
+) -> str:
     """Queue the run (its id to stdout), and with ``--wait`` run it here to its end."""
     services = server.services
-    context = json.loads(args.context) if args.context else None
     run, _ = await services.runs.submit(
         RunRequest(
             org_id=args.org, user_id=args.user, role=args.role, agent=args.handle,

@@ -156,7 +156,9 @@ def _run(commands: _Commands) -> None:
     run.add_argument(
         "--wait", action="store_true", help="run it in this process and print its events"
     )
-    run.add_argument("--json", action="store_true", help="with --wait: events as JSON lines")
+    run.add_argument(
+        "--json", action="store_true", help="the ids as a JSON line (with --wait, then the events)"
+    )
     run.add_argument("--model", metavar="SPEC", help="model for every role")
     _toolset(run)
     _who(run)

@@ -75,6 +75,8 @@ def test_a_run_is_queued_for_the_workers_or_run_here_with_wait(tmp_path: Path) -
     queued = bosun("run", "coach", "say hello", "--model", model, db=db)
     waited = bosun("run", "coach", "say hello", "--model", model, "--wait", db=db)
     unknown = bosun("run", "nobody", "x", db=db)
+    not_json = bosun("run", "coach", "x", "--context", "{nope", db=db)
+    not_object = bosun("run", "coach", "x", "--context", "[1]", db=db)
 
     assert queued.returncode == 0 and "queued" in queued.stderr, queued.stderr
     assert waited.returncode == 0, waited.stderr
@@ -85,6 +87,8 @@ def test_a_run_is_queued_for_the_workers_or_run_here_with_wait(tmp_path: Path) -
     assert re.fullmatch(r"run_[0-9a-f]{32}\n", queued.stdout) and runs[queued.stdout.strip()]
     assert runs[waited.stdout.splitlines()[0]] == "completed"
     assert unknown.returncode == 2 and "No agent 'nobody'" in unknown.stderr
+    for bad in (not_json, not_object):
+        assert bad.returncode == 2 and "--context must be a JSON object" in bad.stderr, bad.stderr
 
 
 HELPDESK = """

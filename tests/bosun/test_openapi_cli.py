@@ -63,8 +63,16 @@ def test_a_document_by_url_and_bad_documents(tmp_path: Path) -> None:
         "openapi", "add", "old", "--openapi", str(bad), "--base-url", "https://8.8.8.8",
         db=db, **KEY,
     )  # fmt: skip
+    no_key = bosun(
+        "openapi", "add", "keyless", "--openapi", DOCUMENT, "--base-url", "https://8.8.8.8",
+        db=db,
+    )  # fmt: skip
 
     assert fetched.returncode == 0, fetched.stderr
     assert fetched.stderr.startswith("notes: saved version 1 (4 tools)\n")
     assert refused.returncode == 2 and "loopback" in refused.stderr
     assert wrong.returncode == 2 and "OpenAPI 3.0 or 3.1" in wrong.stderr
+    # This command encrypts the signing secret: its own environment needs the key.
+    assert no_key.returncode == 2 and no_key.stdout == ""
+    assert "set BOSUN_SECRETS_KEY in this command's environment" in no_key.stderr
+    assert "on the server" not in no_key.stderr

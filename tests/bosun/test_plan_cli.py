@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bosun import plan_cli
+from bosun.cli_args import build_parser
+from bosun.settings import Settings
 from conftest import DEMO
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +142,29 @@ def test_plan_needs_a_model_and_exactly_one_of_message_or_eval(
     assert no_model.returncode == 2 and "--model" in no_model.stderr
     neither = bosun("plan", "--model", "scripted:x.yaml", env=env, cwd=tmp_path)
     assert neither.returncode == 2 and "--eval" in neither.stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_eval_progress_is_redrawn_in_place_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the bar is redrawn with ``\\r`` (the pipe case, one line, is above)."""
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"message": "hi", "strategy": "simple"}\n' * 3)
+    script = tmp_path / "planner.yaml"
+    script.write_text(json.dumps({"steps": [{"text": '{"strategy": "simple", "reasoning": "r"}'}],
+                                  "repeat": True}))  # fmt: skip
+    args = build_parser().parse_args(
+        ["plan", "--eval", str(cases), "--model", f"scripted:{script}", "--concurrency", "1"]
+    )
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'unused.db'}")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert plan_cli.run(args, settings) == 0
+    frames = terminal.getvalue()
+    assert frames.count("\r[") == 3 and frames.endswith("] 3/3\n")
+    assert "planned 3/3 cases" not in frames
