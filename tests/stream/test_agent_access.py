@@ -43,7 +43,7 @@ def refused(response: httpx.Response) -> bool:
 def _plan(goal: str, tool: str) -> dict[str, Any]:
     steps = [{"id": "s1", "goal": goal, "tools": [tool]}]
     plan = {"strategy": "tool", "reasoning": "test", "steps": steps}
-    return {"match": "You are the planner", "text": json.dumps(plan)}
+    return {"match": ["You are the planner", goal], "text": json.dumps(plan)}
 
 
 def deletes(*workouts: int) -> list[dict[str, Any]]:
@@ -87,7 +87,10 @@ async def status_of(server: Server, session_id: str, call: str) -> str | None:
 async def test_a_staff_only_agent_refuses_a_members_chat_on_every_route(
     make_server: ServerFactory,
 ) -> None:
-    model = ScriptedModel(["Hello, owner.", "Hello, staff."])
+    model = ScriptedModel([  # each session starts the script over: the caller picks
+        {"match": 'role="owner"', "text": "Hello, owner."},
+        {"match": 'role="staff"', "text": "Hello, staff."},
+    ])  # fmt: skip
     # One request a minute: a refused request that counted would leave alice none.
     async with make_server(TurnModels(executor=model), requests_per_minute=1) as server:
         await create(server, "desk", STAFF_ONLY)

@@ -6,12 +6,13 @@ import asyncio
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 from sqlalchemy import select, update
 
 from conftest import Server, ServerFactory
-from providers import FunctionModel, Reply, ScriptedModel, TokenUsage
+from providers import FunctionModel, Reply, ScriptedModel
 from store._models import RateWindowRow, UsageRow
 from turn import TurnModels
 
@@ -28,9 +29,9 @@ def _answers() -> TurnModels:
     return TurnModels(executor=FunctionModel(lambda _r: "ok"))
 
 
-async def _chat(server: Server, **claims: str) -> httpx.Response:
+async def _chat(server: Server, message: str = "hi", **claims: str) -> httpx.Response:
     return await server.client.post(
-        "/v1/chat", json={"message": "hi"}, headers=server.auth(**claims)
+        "/v1/chat", json={"message": message}, headers=server.auth(**claims)
     )
 
 
@@ -60,7 +61,7 @@ async def test_the_21st_request_in_a_minute_gets_429_with_retry_after(
         assert [r.status_code for r in replies] == [200] * 20
         assert {r.json()["status"] for r in replies} == {"completed"}
 
-        wait, message = _assert_limited(await _chat(server))
+        wait, message = _assert_limited(await _chat(server, "three"))
         assert message.startswith("This is request 21 this minute; the limit is 20 per minute")
         assert wait >= 60 - time.time() % 60 - 1  # the window ends at the minute
         assert await _turn_count(server, "alice") == 20  # the refused request started nothing
@@ -91,21 +92,25 @@ async def test_limits_are_shared_by_workers_on_one_database(make_server: ServerF
 async def test_tokens_per_minute_stop_new_turns_until_the_usage_ages_out(
     make_server: ServerFactory,
 ) -> None:
-    model = ScriptedModel(
+    def step(match: str, text: str, tokens_in: int, tokens_out: int) -> dict[str, Any]:
+        usage = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+        return {"match": match, "text": text, "usage": usage}
+
+    model = ScriptedModel(  # a new session per message: each finds its step by its text
         [
-            Reply(text="big answer", usage=TokenUsage(input_tokens=20_000, output_tokens=9_000)),
-            Reply(text="over now", usage=TokenUsage(input_tokens=2_000, output_tokens=1_000)),
-            Reply(text="hi bob", usage=TokenUsage(input_tokens=10, output_tokens=1)),
-            Reply(text="free again", usage=TokenUsage(input_tokens=10, output_tokens=1)),
+            step("one", "big answer", 20_000, 9_000),
+            step("two", "over now", 2_000, 1_000),
+            step("bob's", "hi bob", 10, 1),
+            step("again", "free again", 10, 1),
         ]
     )
     async with make_server(
         TurnModels(executor=model), tokens_per_minute=30_000, requests_per_minute=0
     ) as server:
         started = time.time()
-        first = await _chat(server)
+        first = await _chat(server, "one")
         assert first.json()["usage"]["input_tokens"] == 20_000
-        second = await _chat(server)  # 29,000 used: under the limit, so it may start
+        second = await _chat(server, "two")  # 29,000 used: under the limit, so it may start
         assert second.json()["answer"] == "over now"
 
         wait, message = _assert_limited(await _chat(server))
@@ -115,14 +120,14 @@ async def test_tokens_per_minute_stop_new_turns_until_the_usage_ages_out(
         # It frees up when the first turn's 29,000 tokens are a minute old.
         assert 60 - (time.time() - started) - 1 <= wait <= 60
         assert await _turn_count(server, "alice") == 2
-        assert (await _chat(server, user="bob")).json()["answer"] == "hi bob"  # bob used none
+        assert (await _chat(server, "bob's", user="bob")).json()["answer"] == "hi bob"  # used none
 
         # Usage older than a minute no longer counts.
         async with server.store.db.write() as conn:
             await conn.execute(
                 update(UsageRow).values(created_at=datetime.now(UTC) - timedelta(seconds=61))
             )
-        again = await _chat(server)
+        again = await _chat(server, "again")
         assert (again.status_code, again.json()["answer"]) == (200, "free again")
         model.assert_complete()
 

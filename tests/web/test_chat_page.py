@@ -65,7 +65,7 @@ SCRIPT = f"""
 - match: "Draft Priya's first-week welcome"
   text: "Welcome, Priya: your first class is Morning HIIT."
   usage: {{input_tokens: 820, output_tokens: 12}}
-- match: "You write the answer to the user's latest message"
+- match: ["You write the answer to the user's latest message", "Priya ready for her first week"]
   text: "{MERGED}"
   usage: {{input_tokens: 980, output_tokens: 20}}
 # (3) a destructive call, approved

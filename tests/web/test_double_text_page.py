@@ -32,11 +32,6 @@ SCRIPT = f"""
 - match: "slow plan please"
   text: "{LONG}"
   delay_s: 0.15
-- match: "slow plan please"
-  text: '{SIMPLE}'
-- match: "slow plan please"
-  text: "{LONG}"
-  delay_s: 0.15
 - match: "add a rest day"
   text: '{SIMPLE}'
 - match: "add a rest day"
