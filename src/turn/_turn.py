@@ -152,16 +152,7 @@ async def run_turn(
             )
 
         try:
-            if turn.model is None:
-                closing, status = [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed"
-            else:
-                async with asyncio.timeout(turn.timeout_s):
-                    if turn.takeover:  # before any call: the dead attempt's join the usage
-                        await meter.adopt()
-                    await meter.check()
-                    deadline = asyncio.get_running_loop().time() + turn.timeout_s
-                    job = _Job(store, kit, turn, turn.model, out, _Budget(meter, deadline))
-                    closing, status, failed = await _run(job)
+            closing, status, failed = await _attempt(store, kit, turn, out, meter)
         except asyncio.CancelledError:
             closing = _cancelled(turn, out, interrupted=stopped is not None and stopped())
             await asyncio.shield(_close(out, turn, closing, "cancelled", meter))
@@ -172,6 +163,20 @@ async def run_turn(
         await _close(out, turn, closing, status, meter, failed)
         ended(status)
         return status
+
+
+async def _attempt(
+    store: Store, kit: TurnKit, turn: Turn, out: BatchingAppender, meter: TurnMeter
+) -> Ending:
+    """The turn's work within its time limit; with no model, ``agent_disabled``."""
+    if turn.model is None:
+        return [_error(turn, "agent_disabled", AGENT_DISABLED)], "failed", ()
+    async with asyncio.timeout(turn.timeout_s):
+        if turn.takeover:  # before any call: the dead attempt's join the usage
+            await meter.adopt()
+        await meter.check()
+        deadline = asyncio.get_running_loop().time() + turn.timeout_s
+        return await _run(_Job(store, kit, turn, turn.model, out, _Budget(meter, deadline)))
 
 
 def metered(turn: Turn, meter: TurnMeter) -> Turn:
