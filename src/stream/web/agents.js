@@ -185,6 +185,7 @@ export class AgentsView {
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       if (!task.value.trim()) return;
+      note.textContent = "Queuing…"; // each submit's answer replaces it, never a stale one
       const { error } = await this.api("POST", `/v1/agents/${handle}/runs`, {
         task: task.value.trim(),
       });
