@@ -9,6 +9,11 @@ The ``bosun`` commands that store or read secrets themselves (``mcp``, ``openapi
 ``agents``, ``run``, ``chat``) use the file only when run in that directory with neither
 ``BOSUN_SECRETS_KEY`` nor a JWT secret of their own: a development setup, where ``serve``
 itself would need ``--dev``. A deployment (a real JWT secret) never picks it up.
+
+``serve --dev --model SPEC`` also leaves SPEC in ``./.bosun-dev-model``, so ``bosun run
+--wait`` run beside it in such a setup, with no model of its own, runs with the server's
+model (a command cannot read another process's flags); a start without ``--model`` removes
+the file.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from cryptography.fernet import Fernet
 from store import SecretsKeyError
 
 DEV_KEY_FILE = ".bosun-dev-secrets-key"
+DEV_MODEL_FILE = ".bosun-dev-model"
 DEV_KEY_COMMANDS = frozenset({"mcp", "openapi", "agents", "run", "chat"})
 """The commands that store or read secrets (or run turns that do) with their own key."""
 
@@ -88,3 +94,19 @@ def missing_key_help(exc: SecretsKeyError, command: str) -> str:
         "BOSUN_SECRETS_KEY in this command's environment, to the server's key (beside "
         f"`bosun serve --dev`, run it in the server's directory: it uses {DEV_KEY_FILE})"
     )
+
+
+def remember_model(directory: Path, spec: str | None) -> None:
+    """``serve --dev``'s ``--model`` for the commands beside it; none: forget the last."""
+    path = directory.resolve() / DEV_MODEL_FILE
+    if spec is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(spec + "\n", encoding="utf-8")
+
+
+def cli_model(directory: Path) -> tuple[Path, str] | None:
+    """The model ``serve --dev --model SPEC`` last ran with in ``directory``, if any."""
+    path = directory.resolve() / DEV_MODEL_FILE
+    spec = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+    return (path, spec) if spec else None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from bosun._dev_key import missing_key_help
+from bosun._dev_key import cli_model, missing_key_help
 from bosun.chat_cli import heartbeat, print_events
 from bosun.log import quiet_logging
 from bosun.migrate import upgrade
@@ -132,7 +132,7 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when the run was queued (or, with ``--wait``, completed or waits for a
     human), 1 when it did not complete, 2 when it could not be queued."""
     quiet_logging(settings)
-    if args.wait and not _has_model(settings):
+    if args.wait and not _has_model(settings) and not _dev_server_model(settings):
         print(f"bosun run: {NO_MODEL}", file=sys.stderr)
         return 2
     try:
@@ -168,6 +168,18 @@ def _has_model(settings: Settings) -> bool:
     """Whether a turn here could have a model at all (a role's, or one agents may pick)."""
     models = settings.models
     return bool(models.allowed) or any(models.for_role(role) for role in ROLE_NAMES)
+
+
+def _dev_server_model(settings: Settings) -> bool:
+    """Beside ``serve --dev --model SPEC``, in a development setup (no JWT secret of its
+    own), take the server's model: ``--wait`` then runs as that server's worker would."""
+    found = None if settings.secret_is_safe() else cli_model(Path.cwd())
+    if found is None:
+        return False
+    path, spec = found
+    settings.models.default = spec
+    print(f"note: --wait runs with serve --dev's model {spec} (from {path})", file=sys.stderr)
+    return True
 
 
 async def _run(args: argparse.Namespace, settings: Settings, context: dict[str, Any] | None) -> str:

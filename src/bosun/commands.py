@@ -27,7 +27,14 @@ from bosun import (
     plan_cli,
     prune_cli,
 )
-from bosun._dev_key import DEV_KEY_COMMANDS, DevKeyError, cli_key, serve_key, serve_note
+from bosun._dev_key import (
+    DEV_KEY_COMMANDS,
+    DevKeyError,
+    cli_key,
+    remember_model,
+    serve_key,
+    serve_note,
+)
 from bosun._toolsets import Toolset, ToolsetError, installed_toolsets
 from bosun.cli_args import DEV_ORG, DEV_TOOLSET, DEV_USER
 from bosun.log import configure_logging
@@ -137,6 +144,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     _open_egress(settings, dev=args.dev)
     if args.dev:
         _lift_demo_limits(settings)
+        remember_model(Path.cwd(), args.model)  # for `bosun run --wait` beside it
     if warning := settings.mcp.stdio_warning():
         print(warning, file=sys.stderr)
     if args.dev and not settings.toolset_names():

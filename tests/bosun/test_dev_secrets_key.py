@@ -21,6 +21,8 @@ from stream import TokenConfig, mint_token
 
 BOSUN = [sys.executable, "-m", "bosun.cli"]
 KEY_FILE = ".bosun-dev-secrets-key"
+MODEL_FILE = ".bosun-dev-model"
+HELLO = Path(__file__).parents[2] / "examples" / "hello.yaml"
 SAFE_SECRET = "a-real-jwt-secret-of-at-least-32-bytes-0123456789"
 HEADER = ("--header", "Authorization: Bearer tok-never-printed")
 
@@ -119,6 +121,7 @@ def test_serve_without_dev_never_reads_the_key(tmp_path: Path) -> None:
     assert refused.status_code == 400
     assert "set BOSUN_SECRETS_KEY on the server" in refused.json()["error"]["message"]
     assert "Development secrets key" not in output[0]
+    assert not (tmp_path / MODEL_FILE).exists()  # nor leaves its model for the commands
     assert planted.read_text() == "fqQYSy0EadMCsTtKsbo-SBTcQWhs1hjp9VYcR5WNtG0=\n"
 
 
@@ -130,3 +133,39 @@ def test_a_broken_key_file_stops_serve_dev_and_is_kept(tmp_path: Path) -> None:
     assert broken.returncode == 2
     assert f"{tmp_path / KEY_FILE} holds no Fernet key: delete it" in broken.stderr
     assert (tmp_path / KEY_FILE).read_text() == "not a key\n"  # never overwritten
+
+
+def test_run_wait_beside_serve_dev_runs_with_the_servers_model(tmp_path: Path) -> None:
+    """``make serve`` gives the model on serve's command line, which another process cannot
+    read: ``serve --dev`` leaves it beside its key, and ``bosun run --wait`` there (no
+    model of its own, no JWT secret) runs with it; a deployment's environment never does."""
+    (tmp_path / "hello.yaml").write_text(HELLO.read_text())
+    env = environment(tmp_path)
+    with serving(env, tmp_path, "--dev", "--model", "scripted:hello.yaml"):
+        pass
+    assert (tmp_path / MODEL_FILE).read_text() == "scripted:hello.yaml\n"
+
+    waited = bosun(["run", "default", "Say hello", "--wait"], env, tmp_path)
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stdout.splitlines()[0].startswith("run_")  # RUN=$(…) still holds the id
+    assert f"serve --dev's model scripted:hello.yaml (from {tmp_path / MODEL_FILE})" in (
+        waited.stderr
+    )
+    assert ": completed" in waited.stderr.splitlines()[-1]
+
+    deployed = env | {"BOSUN_JWT_SECRET": SAFE_SECRET, "BOSUN_SECRETS_KEY": read_key(tmp_path)}
+    refused = bosun(["run", "default", "Say hello", "--wait"], deployed, tmp_path)
+    assert refused.returncode == 2 and "pass --model SPEC" in refused.stderr
+
+
+def read_key(directory: Path) -> str:
+    return (directory / KEY_FILE).read_text().strip()
+
+
+def test_a_start_without_a_model_forgets_the_last(tmp_path: Path) -> None:
+    from bosun._dev_key import cli_model, remember_model
+
+    remember_model(tmp_path, "scripted:hello.yaml")
+    assert cli_model(tmp_path) == ((tmp_path / MODEL_FILE).resolve(), "scripted:hello.yaml")
+    remember_model(tmp_path, None)
+    assert cli_model(tmp_path) is None and not (tmp_path / MODEL_FILE).exists()
