@@ -146,6 +146,8 @@ class RunDispatcher:
             self._task = None
 
     async def _loop(self) -> None:
+        """Dispatch, then sleep until a run is queued here, one of this worker's runs ends,
+        or ``poll_s`` passes (the fallback for what other workers queue)."""
         while True:
             await self.poll()
             with contextlib.suppress(TimeoutError):
@@ -284,6 +286,7 @@ class RunDispatcher:
             background=True,
         )  # fmt: skip
         self._mine.add(turn_id)
+        self._runner.when_done(turn_id, self._wake.set)  # its room goes to the next at once
         _log.info("run.started", run_id=run.id, turn_id=turn_id, agent=run.agent)
 
 

@@ -139,6 +139,15 @@ class TurnRunner:
         """The ids of the turns this process is running."""
         return list(self._tasks)
 
+    def when_done(self, turn_id: str, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` once ``turn_id``'s task here has ended (after the runner has
+        forgotten it, so ``running`` no longer names it); whether it runs here at all."""
+        task = self._tasks.get(turn_id)
+        if task is None:
+            return False
+        task.add_done_callback(lambda _: callback())
+        return True
+
     async def start(
         self,
         order: TurnOrder,

@@ -164,6 +164,22 @@ async def test_runs_wait_their_turn_can_be_cancelled_and_followed(
     assert done["status"] == "completed"
 
 
+async def test_a_run_ending_starts_the_next_queued_one_at_once(
+    make_server: ServerFactory,
+) -> None:
+    """No poll in sight (an hour): the third run, queued behind the agent's two, still
+    starts, because a run ending here wakes the dispatcher (and a run queued here does)."""
+    async with make_server(models(pause_s=0.3)) as server:
+        await seed_demo(server.store, "acme")
+        await agent(server)
+        server.app.state.services.runs.poll_s = 3600.0
+        await asyncio.sleep(1.1)  # the loop's current 1 s wait ends; the next is the hour
+        ids = [(await trigger(server, {"task": f"run {i}"})).json()["run_id"] for i in range(3)]
+        details = [await until_status(server, run_id, "completed", "failed") for run_id in ids]
+
+    assert [d["status"] for d in details] == ["completed"] * 3
+
+
 def _run(org: str, agent: str, n: int) -> RunRecord:
     at = datetime(2026, 11, 24, 9, n, tzinfo=UTC)
     return RunRecord(
