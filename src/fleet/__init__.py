@@ -28,6 +28,7 @@ from fleet._profile import (
     ProfileError,
     ProfileLimits,
     ProfileModels,
+    covers,
 )
 from fleet._runs import (
     AgentPausedError,
@@ -65,6 +66,7 @@ __all__ = [
     "RunDispatcher",
     "RunRequest",
     "cost_period",
+    "covers",
     "default_policy",
     "default_profile",
     "fair_order",

@@ -275,7 +275,7 @@ class AgentPolicy:
             if not mcp:
                 self._known(entry)
         for entry in profile.tools or ():
-            if _covers(self.always_blocked, entry):
+            if covers(self.always_blocked, entry):
                 raise ProfileError(
                     "tool_blocked", f"{entry} is blocked on this server: no agent may use it"
                 )
@@ -333,7 +333,7 @@ def _check_access(access: ProfileAccess) -> None:
                 raise ProfileError("unknown_role", message)
 
 
-def _covers(entries: frozenset[str], entry: str) -> bool:
+def covers(entries: frozenset[str], entry: str) -> bool:
     """Whether ``entries`` block what ``entry`` grants by name: the tool itself or its
     whole router. (A router grant that includes a blocked tool stays legal: the blocked
     tool stays blocked.)"""

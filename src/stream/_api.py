@@ -54,8 +54,9 @@ class StreamConfig:
     requests_per_minute: int = 20
     """Turn-starting requests (and plans) per user and minute, across workers; 0: no limit."""
     tokens_per_minute: int = 30_000
-    agent_rate_limits: bool = True  # hold each agent to its runs_per_minute
     """Model tokens per user in the last minute above which no new turn starts; 0: none."""
+    agent_rate_limits: bool = True
+    """Hold each agent to its ``runs_per_minute`` (off: ``serve --dev`` with scripts)."""
     metrics: bool = False
     """Serve ``GET /metrics`` (unauthenticated: keep it on a private network); else 404."""
     webhook_retry_s: tuple[float, ...] = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from litestar import get
 from pydantic import BaseModel, Field
 
+from fleet import covers
 from stream._agents import require_manager
 from stream._api import AuthedRequest, ServicesDep
 
@@ -45,13 +46,10 @@ async def agents_catalogue(request: AuthedRequest, services: ServicesDep) -> Cat
     policy = services.agents.policy
     blocked, allowed = policy.always_blocked, policy.always_allowed
 
-    def marked(entries: frozenset[str], name: str) -> bool:
-        return name in entries or f"{name.split('.', 1)[0]}.*" in entries
-
     tools = [
         CatalogueTool(
-            name=tool.name, router=tool.name.split(".", 1)[0], summary=tool.summary,
-            blocked=marked(blocked, tool.name), always_allowed=marked(allowed, tool.name),
+            name=tool.name, router=tool.router, summary=tool.summary,
+            blocked=covers(blocked, tool.name), always_allowed=covers(allowed, tool.name),
             confirm=tool.confirm,
         )
         for tool in sorted(policy.tools, key=lambda t: t.name)
