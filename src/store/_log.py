@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, NoReturn
 
 from sqlalchemy import Select, func, insert, select, update
@@ -220,6 +221,15 @@ class EventLog:
         opening events, in one transaction; returns them and the turn's epoch (0: new).
         ``TurnInProgressError`` (nothing written) when another turn runs in the session."""
         try:
+            if self._db.writes_in_order:  # SQLite: one job of the writer thread
+                row = {
+                    "id": turn_id, "session_id": session_id, "trace_id": trace_id,
+                    "status": "running", "started_at": utcnow(), "worker_id": worker_id,
+                    "lease_until": lease_until, "job": job,
+                }  # fmt: skip
+                stored = await self._db.run_write(partial(_open, session_id, events, row))
+                self.notifier.notify(session_id, stored)
+                return stored, 0
             async with self._db.write() as conn:
                 stored = await conn.run_sync(_insert, session_id, events, turn_id)
                 await conn.execute(
@@ -343,6 +353,16 @@ def _events(conn: Connection, query: Select[Any]) -> list[StoredEvent]:
     return [StoredEvent(**row._asdict()) for row in conn.execute(query.order_by(EventRow.seq))]
 
 
+def _open(
+    session_id: str, events: Sequence[Event], turn: dict[str, Any], conn: Connection
+) -> list[StoredEvent]:
+    """``open_turn``'s transaction on SQLite's writer thread: the opening events, then the
+    running turn's row (the one-running-turn index may refuse it: nothing is written)."""
+    stored = _insert(conn, session_id, events, turn["id"])
+    conn.execute(insert(TurnRow).values(**turn, first_seq=stored[0].seq))
+    return stored
+
+
 def _notify_others(conn: Connection, session_id: str) -> None:
     """Wake other workers' readers when this transaction commits (PostgreSQL)."""
     conn.execute(select(func.pg_notify(NOTIFY_CHANNEL, session_id)))
@@ -368,7 +388,7 @@ def _insert(
             _refuse(conn, session_id, turn_id, epoch)
         first = last - len(events) + 1
         inserted = hot.insert_events(cursor, session_id, events, turn_id, first, now)
-        return [StoredEvent(**row) for row in inserted]
+        return [StoredEvent(*row) for row in inserted]
     if epoch is not None:
         # FOR SHARE (PostgreSQL): a claim's epoch bump waits for this append to commit, or
         # this read waits for the claim and sees its epoch. SQLite has one writer.

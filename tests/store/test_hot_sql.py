@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects import sqlite
 
 from conftest import migrate
-from events import TextDelta
+from events import TextDelta, event_data
 from store import DaySpend, Store, UsageRecord
 from store import _hot as hot
 from store._models import EventRow, ToolExecutionRow, UsageRow
@@ -126,3 +126,14 @@ def test_compact_json_is_the_text_json_dumps_gives(data: dict[str, object]) -> N
     """The writer's direct encoding of a dict of strings (every ``text_delta``) is byte for
     byte what ``json.dumps`` gives, so a frame built from either is the same."""
     assert hot.compact_json(data) == json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+@given(st.text(), st.one_of(st.none(), st.text(min_size=1)))
+def test_an_answers_text_delta_row_is_the_generic_one(delta: str, step_id: str | None) -> None:
+    """The writer builds a ``text_delta``'s data and JSON text directly; both are what the
+    generic path (``event_data``, then ``json.dumps``) gives, with or without a step."""
+    event = TextDelta(delta=delta, step_id=step_id)
+    data, text = hot.event_row(event)
+    assert data == event_data(event)
+    assert list(data) == list(event_data(event))  # the same key order: the same text
+    assert text == json.dumps(data, separators=(",", ":"), ensure_ascii=False)
