@@ -75,8 +75,7 @@ async def search_members(args: MemberSearch, ctx: ToolContext) -> MemberMatches:
     )
     if args.status is not None:
         query = query.where(MemberRow.status == args.status)
-    async with ctx.store.db.read() as conn:
-        rows = (await conn.execute(query)).all()
+    rows = await ctx.store.db.run_read(lambda conn: conn.execute(query).all())
     members = [
         MemberSummary(
             id=row.id, name=f"{row.first_name} {row.last_name}", email=row.email, status=row.status
@@ -130,9 +129,8 @@ async def list_programs(args: ProgramList, ctx: ToolContext) -> Programs:
         query = query.where(ProgramRow.published == args.published)
     if args.level is not None:
         query = query.where(ProgramRow.level == args.level)
-    async with ctx.store.db.read() as conn:
-        rows = await conn.execute(query)
-        return Programs(programs=[Program.model_validate(r, from_attributes=True) for r in rows])
+    rows = await ctx.store.db.run_read(lambda conn: conn.execute(query).all())
+    return Programs(programs=[Program.model_validate(r, from_attributes=True) for r in rows])
 
 
 @toolset.tool(
