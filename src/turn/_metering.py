@@ -141,8 +141,10 @@ class TurnMeter:
     async def reserve(self, model: str, request: ModelRequest) -> tuple[date, int]:
         day = utc_day()
         cap = await self.cap()
+        if cap == UNMETERED:  # nothing to reserve against: skip sizing the request
+            return day, 0
         ceiling = call_ceiling(model, request)
-        if cap == UNMETERED or ceiling == 0:
+        if ceiling == 0:
             return day, 0
         pause = _FIRST_PAUSE_S
         while await self.store.spend.reserve(self.org_id, day, ceiling, cap) is None:
