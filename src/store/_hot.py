@@ -91,17 +91,19 @@ def insert_events(
 ) -> list[tuple[Any, ...]]:
     """Insert ``events`` numbered from ``first``; returns their rows in ``StoredEvent``'s
     field order (session id, seq, type, data as a dict, turn id, time, the JSON text)."""
-    rows = []
+    rows, params = [], []
+    created = stamp(now)
     seq = first
     for event in events:
         data, text = event_row(event)  # the text is stored as is, and framed as is
-        rows.append((session_id, seq, event.type, data, turn_id, now, text))
+        kind = event.type
+        rows.append((session_id, seq, kind, data, turn_id, now, text))
+        params.append((session_id, seq, turn_id, kind, text, created))
         seq += 1
-    created = stamp(now)
     cursor.executemany(
         "INSERT INTO events (session_id, seq, turn_id, type, data, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
-        [(session_id, r[1], turn_id, r[2], r[6], created) for r in rows],
+        params,
     )
     return rows
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from functools import partial
 from typing import Any, NoReturn
@@ -59,6 +59,29 @@ class StoredEvent:
     @property
     def event(self) -> Event:
         return parse_event(self.data)
+
+
+_SLOTS = tuple(StoredEvent.__dict__[f.name].__set__ for f in fields(StoredEvent))
+
+
+def _built(rows: list[tuple[Any, ...]]) -> list[StoredEvent]:
+    """``StoredEvent(*row)`` for each row (in field order), at a third of the cost: the
+    writer thread makes one per event, and a frozen dataclass's ``__init__`` sets each
+    field through ``object.__setattr__``; here each slot is set directly, once."""
+    built = []
+    new = object.__new__
+    s0, s1, s2, s3, s4, s5, s6 = _SLOTS  # unrolled: a loop over the slots costs as much
+    for session_id, seq, kind, data, turn_id, created_at, text in rows:
+        event = new(StoredEvent)
+        s0(event, session_id)
+        s1(event, seq)
+        s2(event, kind)
+        s3(event, data)
+        s4(event, turn_id)
+        s5(event, created_at)
+        s6(event, text)
+        built.append(event)
+    return built
 
 
 class Wake(asyncio.Event):
@@ -388,7 +411,7 @@ def _insert(
             _refuse(conn, session_id, turn_id, epoch)
         first = last - len(events) + 1
         inserted = hot.insert_events(cursor, session_id, events, turn_id, first, now)
-        return [StoredEvent(*row) for row in inserted]
+        return _built(inserted)
     if epoch is not None:
         # FOR SHARE (PostgreSQL): a claim's epoch bump waits for this append to commit, or
         # this read waits for the claim and sees its epoch. SQLite has one writer.

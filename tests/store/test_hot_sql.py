@@ -17,8 +17,9 @@ from sqlalchemy.dialects import sqlite
 
 from conftest import migrate
 from events import TextDelta, event_data
-from store import DaySpend, Store, UsageRecord
+from store import DaySpend, Store, StoredEvent, UsageRecord
 from store import _hot as hot
+from store._log import _built
 from store._models import EventRow, ToolExecutionRow, UsageRow
 from store._tool_executions import _COLUMNS
 from store._usage_models import DailySpendRow, DailyUsageRow
@@ -137,3 +138,14 @@ def test_an_answers_text_delta_row_is_the_generic_one(delta: str, step_id: str |
     assert data == event_data(event)
     assert list(data) == list(event_data(event))  # the same key order: the same text
     assert text == json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_the_writers_stored_events_are_the_dataclasss_own() -> None:
+    """The writer thread builds its ``StoredEvent``s slot by slot; each is the one the
+    dataclass's constructor makes, every field (the JSON text too) in its place."""
+    row = ("s1", 7, "text_delta", {"delta": "hi", "type": "text_delta"}, "t1",
+           datetime(2026, 1, 2, tzinfo=UTC), '{"delta":"hi","type":"text_delta"}')  # fmt: skip
+    built = _built([row, row])
+    expected = StoredEvent(*row)
+    assert built == [expected, expected]
+    assert [(e.text, repr(e)) for e in built] == [(expected.text, repr(expected))] * 2
