@@ -149,3 +149,28 @@ def test_the_writers_stored_events_are_the_dataclasss_own() -> None:
     expected = StoredEvent(*row)
     assert built == [expected, expected]
     assert [(e.text, repr(e)) for e in built] == [(expected.text, repr(expected))] * 2
+
+
+async def test_a_batch_longer_than_one_insert_is_stored_whole_and_in_order(
+    tmp_path: Path,
+) -> None:
+    """The writer inserts a batch's events ``ROWS_PER_INSERT`` rows to a statement; a batch
+    of more keeps every event, numbered in order, with its data and JSON text."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'long.db'}"
+    await migrate(url)
+    store = Store(url)
+    count = 2 * hot.ROWS_PER_INSERT + 1
+    try:
+        await store.sessions.create(org_id="acme", user_id="u1", session_id="s1", title=None)
+        events = [TextDelta(delta=f"piece {i} é") for i in range(count)]
+        stored = await store.log.append("s1", events)
+        read = await store.log.read("s1")
+    finally:
+        await store.close()
+    assert [e.seq for e in stored] == [e.seq for e in read] == list(range(1, count + 1))
+    assert [e.data for e in read] == [
+        {"delta": f"piece {i} é", "type": "text_delta"} for i in range(count)
+    ]
+    assert [e.text for e in stored] == [
+        json.dumps(e.data, separators=(",", ":"), ensure_ascii=False) for e in read
+    ]
