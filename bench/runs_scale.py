@@ -5,8 +5,8 @@ at once: the planner says ``simple``, the answer is ``Done.``) over a fresh data
 PostgreSQL every worker's connections go through a counting proxy (``_pgwire.py``).
 Phases, measured from outside (HTTP and the database):
 
-1. **trickle**: runs queued one at a time ``--trickle-gap-ms`` apart, so capacity is free:
-   queue-to-start while nothing waits;
+1. **trickle**: runs queued one at a time, ``--trickle-gap-ms`` apart and each once the
+   one before has finished, so capacity is free: queue-to-start while nothing waits;
 2. **burst**: ``--runs`` runs queued as fast as the client can
    (``POST /v1/agents/{handle}/runs``, spread over the workers and ``AGENTS`` agents so the
    per-agent bound does not decide), then waited for: runs/s = runs / (first queue to
@@ -389,15 +389,18 @@ async def queue_burst(cluster: Cluster, count: int) -> list[str]:
 
 
 async def queue_trickle(cluster: Cluster, count: int, gap_s: float) -> list[str]:
-    """Queue ``count`` runs one at a time, ``gap_s`` apart (start to start)."""
-    ids, start = [], time.monotonic()
+    """Queue ``count`` runs one at a time, ``gap_s`` apart (start to start) and each once
+    the one before has finished, so there is always room for it, however slow the machine."""
+    ids = []
     for i in range(count):
-        await asyncio.sleep(max(0.0, start + i * gap_s - time.monotonic()))
+        queued = time.monotonic()
         ids.append(await _queue_one(cluster, i))
+        await wait_finished(cluster, poll_s=0.01)
+        await asyncio.sleep(max(0.0, queued + gap_s - time.monotonic()))
     return ids
 
 
-async def wait_finished(cluster: Cluster) -> None:
+async def wait_finished(cluster: Cluster, poll_s: float = 0.05) -> None:
     """Until every run queued so far has finished, reading the database (not the proxy)."""
     deadline = time.monotonic() + FINISH_TIMEOUT_S
     for polls in itertools.count():
@@ -407,7 +410,7 @@ async def wait_finished(cluster: Cluster) -> None:
             raise RuntimeError(f"{cluster.config.name}: {done} of {cluster.queued} runs finished")
         if polls % 10 == 9:
             await cluster.db_cpu()  # note the backends the workers open meanwhile
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(poll_s)
 
 
 def _instant(value: str | None) -> datetime:
@@ -575,7 +578,6 @@ async def measure(cluster: Cluster, options: Options) -> dict[str, Any]:
             await _setup(cluster)
         with _phase(cluster, "trickle"):
             ids = await queue_trickle(cluster, options.trickle, options.trickle_gap_s)
-            await wait_finished(cluster)
             trickle = latencies(await fetch_runs(cluster, ids), "trickle_")
         idle = await _idle(cluster)
         with _phase(cluster, "burst"):
