@@ -636,6 +636,7 @@ COST_COLUMNS = (
     ("worker CPU ms", "per_run_worker_cpu_ms"), ("DB CPU ms", "per_run_db_cpu_ms"),
     ("client CPU ms", "per_run_client_cpu_ms"), ("proxy CPU ms", "per_run_proxy_cpu_ms"),
     ("round trips", "per_run_round_trips"), ("transactions", "per_run_transactions"),
+    ("BEGIN..COMMIT", "per_run_explicit"),
     ("statements", "per_run_statements"), ("NOTIFYs", "per_run_notifies"),
     ("chat round trips", "per_chat_round_trips"),
 )  # fmt: skip

@@ -51,10 +51,10 @@ async def test_simple_query_is_one_round_trip_and_one_implicit_transaction(
     counter: PgCounter, conn: asyncpg.Connection
 ) -> None:
     assert await counted(counter, conn.execute("select 1")) == PgCounts(
-        round_trips=1, statements=1, notifies=0, transactions=1
+        round_trips=1, statements=1, notifies=0, transactions=1, explicit=0
     )
     # Two statements in one Query: one round trip, one implicit transaction.
-    assert await counted(counter, conn.execute("select 1; select 2")) == PgCounts(1, 1, 0, 1)
+    assert await counted(counter, conn.execute("select 1; select 2")) == PgCounts(1, 1, 0, 1, 0)
 
 
 async def test_explicit_transaction_with_a_cached_prepared_statement(
@@ -66,14 +66,14 @@ async def test_explicit_transaction_with_a_cached_prepared_statement(
 
     first = await counted(counter, insert(1))
     # BEGIN; Parse + Describe + Flush; Bind + Execute + Sync; COMMIT.
-    assert (first.round_trips, first.statements, first.transactions) == (4, 3, 1)
+    assert (first.round_trips, first.statements, first.transactions, first.explicit) == (4, 3, 1, 1)
     again = await counted(counter, insert(2))  # the statement is cached: no Parse round trip
-    assert again == PgCounts(round_trips=3, statements=3, notifies=0, transactions=1)
+    assert again == PgCounts(round_trips=3, statements=3, notifies=0, transactions=1, explicit=1)
     rolled_back = counter.snapshot()
     with pytest.raises(asyncpg.DivisionByZeroError):
         async with conn.transaction():
             await conn.execute("select 1 / 0")
-    assert (counter.snapshot() - rolled_back).transactions == 1  # BEGIN ... ROLLBACK
+    assert (counter.snapshot() - rolled_back).explicit == 1  # BEGIN ... ROLLBACK
     assert await conn.fetchval("select count(*) from t") == 2
 
 
@@ -86,7 +86,7 @@ async def test_a_pipeline_is_one_round_trip_for_many_statements(
     )
     assert done.statements == 50
     assert done.round_trips == 1
-    assert done.transactions == 1  # asyncpg runs the batch in one implicit transaction
+    assert (done.transactions, done.explicit) == (1, 0)  # the batch: one implicit transaction
 
 
 async def test_notifies_are_counted_as_run_and_reach_a_listener(
@@ -118,6 +118,6 @@ async def test_messages_split_across_reads_are_counted_once(
     assert await conn.fetchval("select length($1::text)", text) == len(text)
     done = counter.snapshot() - before
     # Each: Parse + Describe + Flush, then Bind + Execute + Sync (fetchval prepares).
-    assert done == PgCounts(round_trips=4, statements=2, notifies=0, transactions=2)
+    assert done == PgCounts(round_trips=4, statements=2, notifies=0, transactions=2, explicit=0)
     # A large answer goes back whole (the client reads it slower than it comes).
     assert await conn.fetchval("select repeat('y', 5000000)") == "y" * 5_000_000
