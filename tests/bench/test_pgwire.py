@@ -15,7 +15,7 @@ import pytest
 
 from pg_testing import dsn
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+sys.path.append(str(Path(__file__).parents[2] / "bench"))  # last: it shadows nothing
 from _pgwire import PgCounter, PgCounts
 
 pytestmark = pytest.mark.postgres
