@@ -107,6 +107,9 @@ async def test_the_dispatcher_loop_survives_a_failing_round(
         runs.dispatch = dispatch_fails_once  # type: ignore[method-assign]
         run_id = await queue_a_run(server)
         status = await until_started(server, run_id)
+        deadline = time.monotonic() + 5  # schedules fire once per poll_s (1 s), not per wake
+        while failures["schedules"] < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
 
     assert status != "queued"
     assert failures["dispatch"] == 1 and failures["schedules"] >= 2
