@@ -1,5 +1,6 @@
 """the dispatcher's queries read only what is waiting or running: partial indexes on the
-unclaimed runs (oldest first) and on the running turns (by holder); and a run claimed by
+unclaimed runs (oldest first) and on the running turns (by holder), and the runs' index by
+turn made partial (claimed runs only, so the queue never reads it); and a run claimed by
 an older version whose turn never opened goes back to the queue (a claim now opens its
 turn in the same transaction, so nothing looks for such rows any more)
 
@@ -21,6 +22,7 @@ depends_on: str | Sequence[str] | None = None
 
 RUNNING = sa.text("status = 'running'")
 UNCLAIMED = sa.text("turn_id IS NULL AND cancelled_at IS NULL")
+CLAIMED = sa.text("turn_id IS NOT NULL")
 # Older versions claimed a run, then opened its turn in another transaction, and gave a
 # claim whose turn had not opened a minute later back to the queue. A claim that old
 # here is one whose worker died in between: queued again. A younger one may still open
@@ -35,6 +37,10 @@ REQUEUE = sa.text(
 def upgrade() -> None:
     before = datetime.now(UTC) - timedelta(minutes=1)
     op.execute(REQUEUE.bindparams(sa.bindparam("before", before, type_=sa.DateTime(True))))
+    op.drop_index("ix_runs_queued", table_name="runs")
+    op.create_index(
+        "ix_runs_turn", "runs", ["turn_id"], sqlite_where=CLAIMED, postgresql_where=CLAIMED
+    )
     op.create_index(
         "ix_runs_unclaimed",
         "runs",
@@ -54,3 +60,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_turns_running", table_name="turns")
     op.drop_index("ix_runs_unclaimed", table_name="runs")
+    op.drop_index("ix_runs_turn", table_name="runs")
+    op.create_index("ix_runs_queued", "runs", ["turn_id", "created_at"])

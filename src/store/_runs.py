@@ -59,6 +59,7 @@ RUNS_CHANNEL = "bosun_runs"
 """The PostgreSQL channel notified when a run is queued: it wakes every worker's
 dispatcher (``store._notify.PgListener``)."""
 UNCLAIMED = text("turn_id IS NULL AND cancelled_at IS NULL")
+CLAIMED = text("turn_id IS NOT NULL")
 USER_TRIGGER = "api"
 """The trigger of a run a person started (the API, ``bosun run``); schedules and webhooks
 start runs with no person behind them."""
@@ -70,7 +71,9 @@ class RunRow(Base):
         UniqueConstraint("org_id", "agent", "idempotency_key", name="uq_runs_idempotency"),
         Index("ix_runs_org_agent_created", "org_id", "agent", "created_at"),
         Index("ix_runs_org_agent_user_created", "org_id", "agent", "user_id", "created_at"),
-        Index("ix_runs_queued", "turn_id", "created_at"),  # a turn's run
+        # A turn's run. Partial, so that the queue's ``turn_id IS NULL`` cannot read it
+        # (SQLite, with no statistics, would, then sort: cancelled runs grow with history).
+        Index("ix_runs_turn", "turn_id", sqlite_where=CLAIMED, postgresql_where=CLAIMED),
         # The queue, oldest first: only the runs waiting, however many have finished.
         Index(
             "ix_runs_unclaimed",
@@ -358,12 +361,11 @@ class Runs:
 
     async def running_counts(self) -> dict[tuple[str, str], int]:
         """Running runs per (org, agent), across workers: the running turns (a partial
-        index) and their runs (by ``turn_id``)."""
+        index), then their runs by ``turn_id``. Written as ``IN``, not a join: without
+        statistics SQLite would scan every run in (org, agent) order for the grouping."""
         query = (
             select(RunRow.org_id, RunRow.agent, func.count())
-            .select_from(TurnRow)
-            .join(RunRow, RunRow.turn_id == TurnRow.id)
-            .where(RUNNING)
+            .where(RunRow.turn_id.in_(select(TurnRow.id).where(RUNNING)))
             .group_by(RunRow.org_id, RunRow.agent)
         )
         async with self._db.read() as conn:
