@@ -242,16 +242,16 @@ class RunDispatcher:
 
     async def dispatch(self) -> list[str]:
         """Claim and start runs while this worker has room and one is claimable; the ids
-        of the runs started. Each round reads the queue again: runs other workers took
-        meanwhile are gone from it, and those that failed to start wait ``RETRY_S``."""
+        of the runs started. A round that lost a claim (or a start) reads the queue again:
+        runs other workers took meanwhile are gone from it, and those that failed to start
+        wait ``RETRY_S``; what is queued later wakes the loop for another call."""
         started: list[str] = []
         while (room := self._room()) > 0:
             picked = await self._pick(room)
-            if not picked:
+            now = [run.id for run in picked if await self._start(run)]
+            started += now
+            if len(now) == len(picked):  # all it could claim: the queue read had no more
                 break
-            for run in picked:
-                if await self._start(run):
-                    started.append(run.id)
         return started
 
     def _room(self) -> int:

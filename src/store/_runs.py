@@ -154,7 +154,20 @@ def _waiting() -> Any:
     ).where(UNCLAIMED)
 
 
-async def _paused(conn: AsyncConnection, agents: set[tuple[str, str]]) -> set[tuple[str, str]]:
+def _queued(conn: Connection, limit: int) -> list[RunRecord]:
+    paused: set[tuple[str, str]] = set()
+    while True:  # each pass leaves out at least one more paused agent
+        query = _waiting().order_by(RunRow.created_at, RunRow.id).limit(limit)
+        if paused:
+            query = query.where(tuple_(RunRow.org_id, RunRow.agent).not_in(list(paused)))
+        runs = [RunRecord(**row._asdict()) for row in conn.execute(query)]
+        more = _paused(conn, {(run.org_id, run.agent) for run in runs})
+        if not more:
+            return runs
+        paused |= more
+
+
+def _paused(conn: Connection, agents: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Those of ``agents`` (org, handle) that are paused: by the server (``paused_at``)
     or by their current profile (``paused: true``)."""
     if not agents:
@@ -176,7 +189,7 @@ async def _paused(conn: AsyncConnection, agents: set[tuple[str, str]]) -> set[tu
     )
     return {
         (row.org_id, row.handle)
-        for row in await conn.execute(query)
+        for row in conn.execute(query)
         if row.paused_at is not None or row.flag
     }
 
@@ -346,18 +359,9 @@ class Runs:
     async def queued(self, limit: int) -> list[RunRecord]:
         """Runs waiting for a worker, oldest first, but for those of paused agents (they
         wait, queued, for a resume or a cancel): the partial index ``ix_runs_unclaimed``
-        and the current versions of the few agents they name, in one snapshot."""
-        paused: set[tuple[str, str]] = set()
-        async with self._db.read() as conn:
-            while True:  # each pass drops at least one more paused agent
-                query = _waiting().order_by(RunRow.created_at, RunRow.id).limit(limit)
-                if paused:
-                    query = query.where(tuple_(RunRow.org_id, RunRow.agent).not_in(list(paused)))
-                runs = [RunRecord(**row._asdict()) for row in await conn.execute(query)]
-                more = await _paused(conn, {(run.org_id, run.agent) for run in runs})
-                if not more:
-                    return runs
-                paused |= more
+        and the current versions of the few agents they name, in one snapshot (a hot read:
+        SQLite's reader thread)."""
+        return await self._db.run_read(lambda conn: _queued(conn, limit))
 
     async def running_counts(self) -> dict[tuple[str, str], int]:
         """Running runs per (org, agent), across workers: the running turns (a partial
@@ -368,8 +372,8 @@ class Runs:
             .where(RunRow.turn_id.in_(select(TurnRow.id).where(RUNNING)))
             .group_by(RunRow.org_id, RunRow.agent)
         )
-        async with self._db.read() as conn:
-            return {(org, agent): int(n) for org, agent, n in await conn.execute(query)}
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return {(org, agent): int(n) for org, agent, n in rows}
 
     async def open_claimed(self, run_id: str, opening: TurnOpening) -> None:
         """Claim run ``run_id`` for the turn ``opening`` describes and open that turn (its

@@ -86,6 +86,9 @@ def statements(store: Store) -> Iterator[list[tuple[str, Any]]]:
         seen.append((statement, params))
 
     engines = {store.db.writer.sync_engine, store.db.reader.sync_engine}
+    for thread in (store.db._hot, store.db._hot_reads):  # SQLite's writer and reader threads
+        if thread is not None:
+            engines.add(thread._engine)
     for engine in engines:
         event.listen(engine, "before_cursor_execute", record)
     try:
