@@ -33,6 +33,7 @@ from tools import UserRole
 from turn import ModelResolver, TurnOrder, TurnRunner, new_session
 
 RATE_WINDOW_S = 60
+VERSIONS_KEPT = 1024  # agent versions a dispatcher keeps read (then it starts afresh)
 RETRY_S = 60.0
 """A run whose start failed (its agent version or models gone, a hiccup) stays queued and
 is tried again on this worker after this long, not on every round."""
@@ -97,6 +98,7 @@ class RunDispatcher:
         self.poll_s = poll_s
         self._mine: set[str] = set()  # turn ids of runs this worker started
         self._retry_at: dict[str, float] = {}  # runs whose start failed: when to try again
+        self._versions: dict[tuple[str, str, int], Agent] = {}  # the agent versions read
         self._skipped: set[tuple[str, str, datetime]] = set()  # ticks over a rate limit
         self._failing: set[tuple[str, str, int, str]] = set()  # schedules logged as failing
         self._wake = asyncio.Event()
@@ -263,10 +265,8 @@ class RunDispatcher:
         claimable now, or every agent with queued runs is at ``per_agent``)."""
         now = time.monotonic()
         self._retry_at = {run: at for run, at in self._retry_at.items() if at > now}
-        queued = [r for r in await self._store.runs.queued(limit=100) if r.id not in self._retry_at]
-        if not queued:
-            return []
-        running = await self._store.runs.running_counts()
+        queued, running = await self._store.runs.dispatchable(limit=100)
+        queued = [run for run in queued if run.id not in self._retry_at]
         return fair_order(queued, running, per_agent=self.per_agent)[:room]
 
     async def _start(self, run: RunRecord) -> bool:
@@ -292,8 +292,19 @@ class RunDispatcher:
             return None
         return turn_id
 
+    async def _version(self, run: RunRecord) -> Agent:
+        """The agent version ``run`` recorded; versions are never rewritten, so kept."""
+        key = (run.org_id, run.agent, run.agent_version)
+        agent = self._versions.get(key)
+        if agent is None:
+            agent = await self._agents.at_version(*key)
+            if len(self._versions) >= VERSIONS_KEPT:
+                self._versions.clear()
+            self._versions[key] = agent
+        return agent
+
     async def _launch(self, run: RunRecord, turn_id: str) -> None:
-        agent = await self._agents.at_version(run.org_id, run.agent, run.agent_version)
+        agent = await self._version(run)
         setup = await self._agents.setup(agent, org_id=run.org_id, background=True)
         models = await self._models.resolve_offered(
             org_id=run.org_id, requested=None, roles=setup.specs

@@ -167,6 +167,17 @@ def _queued(conn: Connection, limit: int) -> list[RunRecord]:
         paused |= more
 
 
+def _running_counts(conn: Connection) -> dict[tuple[str, str], int]:
+    """Written as ``IN``, not a join: with no statistics SQLite would drive a join from
+    every run, in (org, agent) order for the grouping."""
+    query = (
+        select(RunRow.org_id, RunRow.agent, func.count())
+        .where(RunRow.turn_id.in_(select(TurnRow.id).where(RUNNING)))
+        .group_by(RunRow.org_id, RunRow.agent)
+    )
+    return {(org, agent): int(n) for org, agent, n in conn.execute(query)}
+
+
 def _paused(conn: Connection, agents: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Those of ``agents`` (org, handle) that are paused: by the server (``paused_at``)
     or by their current profile (``paused: true``)."""
@@ -365,15 +376,18 @@ class Runs:
 
     async def running_counts(self) -> dict[tuple[str, str], int]:
         """Running runs per (org, agent), across workers: the running turns (a partial
-        index), then their runs by ``turn_id``. Written as ``IN``, not a join: without
-        statistics SQLite would scan every run in (org, agent) order for the grouping."""
-        query = (
-            select(RunRow.org_id, RunRow.agent, func.count())
-            .where(RunRow.turn_id.in_(select(TurnRow.id).where(RUNNING)))
-            .group_by(RunRow.org_id, RunRow.agent)
-        )
-        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
-        return {(org, agent): int(n) for org, agent, n in rows}
+        index), then their runs by ``turn_id``."""
+        return await self._db.run_read(_running_counts)
+
+    async def dispatchable(self, limit: int) -> tuple[list[RunRecord], dict[tuple[str, str], int]]:
+        """``queued`` and, when a run waits, ``running_counts``: a dispatcher's round in
+        one read transaction."""
+
+        def fetch(conn: Connection) -> tuple[list[RunRecord], dict[tuple[str, str], int]]:
+            waiting = _queued(conn, limit)
+            return waiting, (_running_counts(conn) if waiting else {})
+
+        return await self._db.run_read(fetch)
 
     async def open_claimed(self, run_id: str, opening: TurnOpening) -> None:
         """Claim run ``run_id`` for the turn ``opening`` describes and open that turn (its

@@ -89,21 +89,34 @@ async def test_a_dispatcher_fills_its_room_when_other_workers_win_some_claims(
         runs.per_agent = 10
         first = await queue_a_run(server)
         ids = [first] + [await queue_elsewhere(server.store) for _ in range(5)]
-        read = server.store.runs.queued
+        taken = False
 
-        async def raced(limit: int) -> list[RunRecord]:
-            """The queue as read, then two runs taken by another worker before our claims."""
-            found = await read(limit)
-            if ids[0] in {run.id for run in found}:
+        async def take_two() -> None:
+            """Another worker claims the two oldest runs after our queue read."""
+            nonlocal taken
+            if not taken:
+                taken = True
                 async with server.store.db.write() as conn:
                     await conn.execute(
                         update(RunRow)
                         .where(RunRow.id.in_(ids[:2]))
                         .values(turn_id=RunRow.id, claimed_at=utcnow())
                     )
+
+        read, read_all = server.store.runs.queued, server.store.runs.dispatchable
+
+        async def raced(limit: int) -> list[RunRecord]:
+            found = await read(limit)
+            await take_two()
+            return found
+
+        async def raced_all(limit: int) -> tuple[list[RunRecord], dict[Any, int]]:
+            found = await read_all(limit)
+            await take_two()
             return found
 
         server.store.runs.queued = raced  # type: ignore[method-assign]
+        server.store.runs.dispatchable = raced_all  # type: ignore[method-assign]
         started = await runs.dispatch()
         await until_done(server, started)
 
