@@ -145,3 +145,28 @@ async def test_a_run_that_fails_to_start_stays_queued_unclaimed(
     assert failed == [] and again == []
     assert row is not None and (row.status, row.turn_id, row.claimed_at) == ("queued", None, None)
     assert [run.id for run in waiting] == [run_id]
+
+
+async def test_schedules_are_read_on_the_poll_not_on_every_wake(
+    make_server: ServerFactory,
+) -> None:
+    """Runs queued and ending wake the dispatcher several times; the schedules (every
+    agent of every org) are read once per ``poll_s`` all the same."""
+    async with make_server(quick()) as server:
+        runs = dispatcher(server)
+        await runs.stop()
+        runs.poll_s = 3600.0
+        fire, fired = runs.fire_schedules, 0
+
+        async def counted(now: Any = None) -> list[str]:
+            nonlocal fired
+            fired += 1
+            return await fire(now)
+
+        runs.fire_schedules = counted  # type: ignore[method-assign]
+        runs.start()
+        ids = [await queue_a_run(server)] + [await queue_elsewhere(server.store) for _ in range(2)]
+        statuses = await until_done(server, ids)
+
+    assert statuses == ["completed"] * 3
+    assert fired == 1
