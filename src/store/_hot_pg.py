@@ -248,7 +248,7 @@ _DAILY_SPEND = (
     "reserved_usd_micros = s.reserved_usd_micros - $10::bigint, updated_at = $9 "
     "RETURNING spent_usd_micros, reserved_usd_micros"
 )
-_FREE = "SELECT NULL::bigint, NULL::bigint WHERE $10::bigint < 0"  # a free call: no row
+_FREE = "SELECT NULL::bigint, NULL::bigint WHERE $9::timestamptz IS NULL AND $10::bigint < 0"
 
 
 def _settle_sql(*, per_call: bool, free: bool) -> str:

@@ -31,6 +31,8 @@ T = TypeVar("T")
 MAX_BATCH = 256
 """Most jobs one transaction takes: a long queue still commits every so often."""
 
+CONNECT_TRIES = 32
+"""Pooled connections tried for a live one (the pool holds at most 30)."""
 LONE_AT_MOST = 2
 """A batch of at most this many fixed-SQL jobs runs each as its own statement: n round trips
 instead of n + 2 (``BEGIN``, ``COMMIT``); a longer one shares one transaction."""
@@ -78,6 +80,9 @@ class PgWriter:
         ``fn``: the same writes as fixed SQL on the driver connection."""
         assert fn is not None or raw is not None, "a job needs something to run"
         loop = asyncio.get_running_loop()
+        if self._task is not None and self._task.get_loop() is not loop:
+            # Used from another event loop (the first one ended): start afresh there.
+            self._jobs, self._task, self._conn, self._raw = asyncio.Queue(), None, None, None
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._serve(), name="bosun-pg-writer")
         future: asyncio.Future[T] = loop.create_future()
@@ -86,10 +91,12 @@ class PgWriter:
 
     async def close(self) -> None:
         """Finish the queued jobs, then give the connection back to the pool."""
-        if self._task is not None and not self._task.done():
+        task, self._task = self._task, None
+        if task is None or task.get_loop() is not asyncio.get_running_loop():
+            return  # never started, or its loop has ended (its connection with it)
+        if not task.done():
             self._jobs.put_nowait(None)
-            await self._task
-        self._task = None
+            await task
         await self._drop()
 
     async def _serve(self) -> None:
@@ -115,17 +122,31 @@ class PgWriter:
         return batch, False
 
     async def _connection(self) -> tuple[AsyncConnection, Any]:
-        if self._conn is None:
+        """The writer's connection; a new one is pinged first (one round trip, once per
+        connection), and a dead one left in the pool (the server restarted, or ended
+        the pool's backends) is thrown away for the next."""
+        for _ in range(CONNECT_TRIES - 1):
+            if self._conn is not None:
+                break
             conn = await self._engine.connect()
-            self._raw = (await conn.get_raw_connection()).driver_connection
-            self._conn = conn
+            self._conn, self._raw = conn, (await conn.get_raw_connection()).driver_connection
+            try:
+                await self._raw.execute(";")
+            except Exception:
+                await self._drop(broken=True)
+        if self._conn is None:  # the last try: its failure is the batch's
+            conn = await self._engine.connect()
+            self._conn, self._raw = conn, (await conn.get_raw_connection()).driver_connection
         return self._conn, self._raw
 
-    async def _drop(self) -> None:
-        """Give the connection back (closed if it broke): the next batch takes another."""
+    async def _drop(self, *, broken: bool = False) -> None:
+        """Give the connection back (thrown away if it ``broke``): the next batch takes
+        another."""
         conn, self._conn, self._raw = self._conn, None, None
         if conn is not None:
             with contextlib.suppress(Exception):
+                if broken:
+                    await conn.invalidate()
                 await conn.close()
 
     async def _commit(self, batch: list[_Job]) -> None:
@@ -141,12 +162,12 @@ class PgWriter:
                     done = await _run(conn, raw, batch, isolate=True, first_try=False)
         except Exception as exc:  # the commit failed (or the lone job): none of it stands
             if self._raw is None or self._raw.is_closed():
-                await self._drop()
+                await self._drop(broken=True)
             for job in batch:
                 job.settle(False, exc)
             return
         if self._raw.is_closed():  # a lone job's connection broke: take another next time
-            await self._drop()
+            await self._drop(broken=True)
         self.batches += 1
         for job, ok, value in done:
             job.settle(ok, value)

@@ -10,12 +10,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from conftest import migrate
 from events import TextDelta
+from pg_testing import dsn
 from store import Store
 from store._log import SessionNotFoundError, StaleOwnerError
 
@@ -138,3 +140,25 @@ async def test_an_append_finishing_a_turn_closes_it_under_its_epoch(pg_store: St
     assert still == "running"
     assert row.status == "completed" and row.worker_id is None and row.finished_at is not None
     assert [e.data["delta"] for e in await pg_store.log.read(session)] == ["open", "end"]
+
+
+async def test_the_writer_takes_a_new_connection_when_its_own_is_lost(
+    pg_store: Store, postgres_url: str
+) -> None:
+    [session] = await _sessions(pg_store, 1)
+    await pg_store.log.append(session, [TextDelta(delta="a")])
+    admin = await asyncpg.connect(dsn(postgres_url))
+    try:  # every backend of the store (the writer's among them) is killed
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    finally:
+        await admin.close()
+    lost = await asyncio.gather(
+        pg_store.log.append(session, [TextDelta(delta="b")]), return_exceptions=True
+    )
+    await pg_store.log.append(session, [TextDelta(delta="c")])
+
+    deltas = [e.data["delta"] for e in await pg_store.log.read(session)]
+    assert deltas in (["a", "c"], ["a", "b", "c"]), (deltas, lost)
