@@ -31,6 +31,7 @@ import uvicorn
 
 from _pgwire import WireCounter, WireCounts
 from bosun.app import build_app
+from bosun.log import configure_logging
 from bosun.migrate import upgrade
 from bosun.settings import Settings
 from bosun_demo import toolset as demo_toolset
@@ -190,4 +191,5 @@ async def main(runs: int) -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=40, help="runs per database (at most 60)")
+    configure_logging(level="warning")  # stdout carries the JSON only
     print(json.dumps(asyncio.run(main(parser.parse_args().runs)), indent=1))
