@@ -154,6 +154,45 @@ async def open_turn(
     return rows
 
 
+_CLAIMED = (
+    "claimed AS (UPDATE runs SET turn_id = $4, claimed_at = $3 WHERE id = $11::varchar "
+    "AND turn_id IS NULL AND cancelled_at IS NULL RETURNING id)"
+)
+_OPEN_CLAIMED = _with(
+    _CLAIMED, _BUMP.format(fence=" AND EXISTS (SELECT 1 FROM claimed)"), _EVENTS, _OPENED,
+    main=_NOTIFY,
+)  # fmt: skip
+
+
+async def open_claimed(
+    pg: Any,
+    run_id: str,
+    session_id: str,
+    events: Sequence[Event],
+    *,
+    turn_id: str,
+    trace_id: str,
+    worker_id: str | None,
+    lease_until: datetime | None,
+    job: dict[str, Any] | None,
+    now: datetime,
+) -> list[dict[str, Any]] | None:
+    """Claim run ``run_id`` for the turn and open that turn, as ``open_turn`` does, in one
+    statement; ``None`` (nothing written) when the run was claimed or cancelled first."""
+    rows = event_rows(session_id, events, turn_id, 0, now)
+    found = await pg.fetchrow(
+        _OPEN_CLAIMED, session_id, len(events), now, turn_id,
+        [r["type"] for r in rows], [r["text"] for r in rows],
+        trace_id, worker_id, lease_until, json_text(job), run_id,
+    )  # fmt: skip
+    if found is None:
+        return None
+    first = int(found[0]) - len(events) + 1
+    for i, row in enumerate(rows):
+        row["seq"] = first + i
+    return rows
+
+
 async def session_exists(pg: Any, session_id: str) -> bool:
     return await pg.fetchval("SELECT 1 FROM sessions WHERE id = $1", session_id) is not None
 

@@ -91,8 +91,11 @@ async def test_a_short_run_costs_few_round_trips(
 
     # The turn: opened, two appends (one closing it), each one statement with its NOTIFY;
     # so is the run's notice (with its webhook deliveries).
-    assert steady.kinds["WITH UPDATE sessions"] == 3, steady.kinds
+    # the claim opens the turn (WITH UPDATE runs), then two appends
+    assert steady.kinds["WITH UPDATE runs"] == 1, steady.kinds
+    assert steady.kinds["WITH UPDATE sessions"] == 2, steady.kinds
     written_alone = {"UPDATE sessions", "INSERT events", "INSERT turns", "INSERT notices"}
-    assert not (written_alone | {"SELECT pg_notify"}) & set(steady.kinds), steady.kinds
+    assert not written_alone & set(steady.kinds), steady.kinds
+    assert steady.kinds["SELECT pg_notify"] <= 1, steady.kinds  # the queued run wakes workers
     assert steady.transactions <= 4, steady
-    assert steady.round_trips <= 40, steady.kinds
+    assert steady.round_trips <= 30, steady.kinds  # issue 29: at most 30 (about 100 before)
