@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from asyncpg import UniqueViolationError  # type: ignore[import-untyped]
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -34,7 +35,6 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from asyncpg import UniqueViolationError  # type: ignore[import-untyped]
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Mapped, mapped_column
@@ -396,6 +396,7 @@ class Runs:
         row, running under the worker's lease, and its opening events), in one
         transaction: a claim never exists without its turn. ``RunTakenError`` (nothing
         written) when another worker claimed the run first, or it was cancelled."""
+
         async def fixed_sql(pg: Any) -> list[StoredEvent] | None:  # PostgreSQL: one statement
             from store._log import StoredEvent  # an import cycle
 
