@@ -64,10 +64,20 @@ def spawn_server(
         command += ["--profile", str(profile)]
     return subprocess.Popen(
         command,
-        env={**os.environ, SECRET_ENV: secret},
+        env={**os.environ, SECRET_ENV: secret, **_absolute_pythonpath()},
         stdout=sys.stderr,  # keep this process's stdout for the results
         cwd=workdir,  # no stray bosun.toml from the caller's directory
     )
+
+
+def _absolute_pythonpath() -> dict[str, str]:
+    """``PYTHONPATH`` with its entries made absolute: the servers run in a temporary
+    directory, where ``PYTHONPATH=src`` would name nothing and the installed package (the
+    main checkout's code, not this one's) would be measured instead."""
+    entries = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    if not entries:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join(str(Path(e).resolve()) for e in entries)}
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:

@@ -141,15 +141,13 @@ async def create_task(args: TaskCreate, ctx: ToolContext) -> Task:
     roles=STAFF,
 )
 async def list_tasks(args: TaskList, ctx: ToolContext) -> Tasks:
-    async with ctx.store.db.read() as conn:
-        rows = (
-            await conn.execute(
-                select(*_TASK_COLUMNS)
-                .where(TaskRow.org_id == ctx.org_id, TaskRow.done == args.done)
-                .order_by(TaskRow.due_on.asc().nulls_last(), TaskRow.created_at, TaskRow.id)
-                .limit(args.limit + 1)
-            )
-        ).all()
+    query = (
+        select(*_TASK_COLUMNS)
+        .where(TaskRow.org_id == ctx.org_id, TaskRow.done == args.done)
+        .order_by(TaskRow.due_on.asc().nulls_last(), TaskRow.created_at, TaskRow.id)
+        .limit(args.limit + 1)
+    )
+    rows = await ctx.store.db.run_read(lambda conn: conn.execute(query).all())
     tasks = [Task.model_validate(row, from_attributes=True) for row in rows[: args.limit]]
     return Tasks(tasks=tasks, more=len(rows) > args.limit)
 

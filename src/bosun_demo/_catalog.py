@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, bindparam, func, or_, select, update
 
 from bosun_demo._common import (
     MEMBER_HINT,
@@ -75,8 +75,7 @@ async def search_members(args: MemberSearch, ctx: ToolContext) -> MemberMatches:
     )
     if args.status is not None:
         query = query.where(MemberRow.status == args.status)
-    async with ctx.store.db.read() as conn:
-        rows = (await conn.execute(query)).all()
+    rows = await ctx.store.db.run_read(lambda conn: conn.execute(query).all())
     members = [
         MemberSummary(
             id=row.id, name=f"{row.first_name} {row.last_name}", email=row.email, status=row.status
@@ -113,6 +112,14 @@ async def get_member(args: MemberGet, ctx: ToolContext) -> MemberDetail:
         return MemberDetail(**member._asdict(), workouts=[workout_of(w) for w in workouts])
 
 
+_PROGRAMS = (
+    select(*_PROGRAM_COLUMNS)
+    .where(ProgramRow.org_id == bindparam("org_id"))
+    .order_by(ProgramRow.name, ProgramRow.id)
+    .limit(50)
+)  # built once: its cache key too (building it cost more than running it)
+
+
 @toolset.tool(
     name="programs.list",
     summary="List the studio's training programs, optionally only (un)published or one level.",
@@ -120,19 +127,14 @@ async def get_member(args: MemberGet, ctx: ToolContext) -> MemberDetail:
     confirm="never",
 )
 async def list_programs(args: ProgramList, ctx: ToolContext) -> Programs:
-    query = (
-        select(*_PROGRAM_COLUMNS)
-        .where(ProgramRow.org_id == ctx.org_id)
-        .order_by(ProgramRow.name, ProgramRow.id)
-        .limit(50)
-    )
+    query = _PROGRAMS
     if args.published is not None:
         query = query.where(ProgramRow.published == args.published)
     if args.level is not None:
         query = query.where(ProgramRow.level == args.level)
-    async with ctx.store.db.read() as conn:
-        rows = await conn.execute(query)
-        return Programs(programs=[Program.model_validate(r, from_attributes=True) for r in rows])
+    params = {"org_id": ctx.org_id}
+    rows = await ctx.store.db.run_read(lambda conn: conn.execute(query, params).all())
+    return Programs(programs=[Program.model_validate(r, from_attributes=True) for r in rows])
 
 
 @toolset.tool(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -72,8 +72,28 @@ class BudgetReport:
         return all(s.used <= s.allocated for s in self.sections)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (the shape of the persisted event's payload)."""
-        return asdict(self)
+        """Plain JSON-ready data (the shape of the persisted event's payload): what
+        ``asdict`` gives, written out (every model call's report goes through here, and
+        ``asdict``'s generic deep copy cost more than the rest of the event)."""
+        return {
+            "role": self.role,
+            "sections": tuple(
+                {"name": s.name, "allocated": s.allocated, "used": s.used} for s in self.sections
+            ),
+            "total_allocated": self.total_allocated,
+            "total_used": self.total_used,
+            "cuts": tuple(
+                {
+                    "section": c.section,
+                    "action": c.action,
+                    "tokens_before": c.tokens_before,
+                    "tokens_after": c.tokens_after,
+                    "detail": c.detail,
+                }
+                for c in self.cuts
+            ),
+            "step_id": self.step_id,
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))

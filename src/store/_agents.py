@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, delete, func, insert, select, update
+from sqlalchemy import Integer, String, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -92,6 +92,13 @@ def _current() -> Any:
     )
 
 
+_GET = _current().where(
+    AgentRow.org_id == bindparam("org_id"), AgentRow.handle == bindparam("handle")
+)
+"""``Agents.get``'s query, built once: every turn runs it, and a statement memoises its
+cache key (building and keying the join again cost more than running it)."""
+
+
 class Agents:
     """Repository of the ``agents`` and ``agent_versions`` tables."""
 
@@ -111,8 +118,8 @@ class Agents:
 
     async def get(self, org_id: str, handle: str) -> AgentRecord | None:
         """The current version of ``handle``, unless it does not exist or was deleted."""
-        query = _current().where(AgentRow.org_id == org_id, AgentRow.handle == handle)
-        row = await self._db.run_read(lambda conn: conn.execute(query).first())  # every turn
+        params = {"org_id": org_id, "handle": handle}
+        row = await self._db.run_read(lambda conn: conn.execute(_GET, params).first())  # every turn
         return AgentRecord(**row._asdict()) if row else None
 
     async def version(self, org_id: str, handle: str, version: int) -> dict[str, Any] | None:

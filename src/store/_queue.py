@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, insert, literal_column, select, update
+from sqlalchemy import and_, bindparam, exists, insert, literal_column, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.elements import ColumnElement
@@ -30,6 +30,11 @@ from store._models import TurnRow, utcnow
 # Literal in the SQL (not bound), so SQLite plans the partial indexes on them.
 _QUEUED: ColumnElement[str] = literal_column("'queued'")
 _RUNNING: ColumnElement[str] = literal_column("'running'")
+_WAITING = (
+    select(TurnRow.id)
+    .where(TurnRow.session_id == bindparam("session_id"), TurnRow.status == _QUEUED)
+    .order_by(TurnRow.started_at, TurnRow.id)
+)  # built once: its cache key is memoised on the statement
 QUEUED_KEY = "queued"
 """The job key that holds a queued turn's message until it starts."""
 
@@ -67,14 +72,12 @@ class TurnQueue:
         return message
 
     async def waiting(self, session_id: str) -> list[str]:
-        """The ids of the session's queued turns, oldest first."""
-        query = (
-            select(TurnRow.id)
-            .where(TurnRow.session_id == session_id, TurnRow.status == _QUEUED)
-            .order_by(TurnRow.started_at, TurnRow.id)
+        """The ids of the session's queued turns, oldest first (every turn's end asks: a
+        hot read, on SQLite's reader thread)."""
+        found = await self._db.run_read(
+            lambda conn: conn.execute(_WAITING, {"session_id": session_id}).scalars().all()
         )
-        async with self._db.read() as conn:
-            return [str(turn_id) for turn_id in (await conn.execute(query)).scalars()]
+        return [str(turn_id) for turn_id in found]
 
     async def busy(self, session_id: str) -> bool:
         """Whether a turn runs in the session or waits to (one query, so a queued turn

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
@@ -84,6 +84,15 @@ _TURN_COLUMNS = (
     TurnRow.started_at,
     TurnRow.finished_at,
 )
+_SUSPENDED_LIMIT = 100
+_SUSPENDED = (
+    select(*_TURN_COLUMNS)
+    .where(TurnRow.status == "suspended", TurnRow.session_id == bindparam("session_id"))
+    .order_by(TurnRow.finished_at, TurnRow.id)
+    .limit(_SUSPENDED_LIMIT)
+)
+"""A session's suspended turns, the query every turn's start runs: built once, so its
+cache key is computed once (building and keying it cost more than running it)."""
 
 
 class Sessions:
@@ -218,10 +227,21 @@ class Sessions:
             return False
 
     async def suspended_turns(
-        self, *, session_id: str | None = None, before: datetime | None = None, limit: int = 100
+        self,
+        *,
+        session_id: str | None = None,
+        before: datetime | None = None,
+        limit: int = _SUSPENDED_LIMIT,
     ) -> list[TurnRecord]:
         """Turns waiting for the user: a session's, or those suspended since before
         ``before`` (oldest first, for expiry)."""
+        if session_id is not None and before is None and limit == _SUSPENDED_LIMIT:
+            params = {"session_id": session_id}  # every turn's start asks: a prebuilt query
+            return await self._db.run_read(
+                lambda conn: [
+                    TurnRecord(**row._asdict()) for row in conn.execute(_SUSPENDED, params)
+                ]
+            )
         query = select(*_TURN_COLUMNS).where(TurnRow.status == "suspended")
         if session_id is not None:
             query = query.where(TurnRow.session_id == session_id)

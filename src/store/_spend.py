@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
@@ -46,6 +46,12 @@ class DaySpend:
     reserved_usd_micros: int
 
 
+_TIER = select(OrgRow.tier).where(OrgRow.id == bindparam("org_id"))
+_TODAY = select(DailySpendRow.spent_usd_micros, DailySpendRow.reserved_usd_micros).where(
+    DailySpendRow.org_id == bindparam("org_id"), DailySpendRow.day == bindparam("day")
+)  # every turn's meter runs these two: built once, their cache keys computed once
+
+
 class Spend:
     """Repository of the ``usage``, ``daily_usage`` and ``daily_spend`` tables."""
 
@@ -58,8 +64,8 @@ class Spend:
 
     async def tier(self, org_id: str) -> str | None:
         """The org's tier, if the org is known."""
-        query = select(OrgRow.tier).where(OrgRow.id == org_id)
-        return await self._db.run_read(lambda conn: conn.scalar(query))
+        params = {"org_id": org_id}
+        return await self._db.run_read(lambda conn: conn.scalar(_TIER, params))
 
     async def set_tier(self, org_id: str, tier: str) -> None:
         """Put ``org_id`` on ``tier`` (creating the org on first sight)."""
@@ -71,10 +77,8 @@ class Spend:
             )
 
     async def today(self, org_id: str, day: date) -> DaySpend:
-        query = select(DailySpendRow.spent_usd_micros, DailySpendRow.reserved_usd_micros).where(
-            DailySpendRow.org_id == org_id, DailySpendRow.day == day
-        )
-        row = await self._db.run_read(lambda conn: conn.execute(query).first())
+        params = {"org_id": org_id, "day": day}
+        row = await self._db.run_read(lambda conn: conn.execute(_TODAY, params).first())
         return DaySpend(int(row[0]), int(row[1])) if row else DaySpend(0, 0)
 
     def _ensure_day(self, conn: Connection, org_id: str, day: date) -> None:

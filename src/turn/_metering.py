@@ -36,6 +36,9 @@ from store import DaySpend, Store, UsageRecord, resets_at, utc_day
 
 _log = structlog.get_logger("bosun.cost")
 UNMETERED = -1
+_PROBE = TokenUsage(
+    input_tokens=10**9, output_tokens=10**9, cache_write_tokens=10**9, cache_write_1h_tokens=10**9
+)  # costs nothing only if every price a call's ceiling uses is nothing
 _FIRST_PAUSE_S, _LAST_PAUSE_S = 0.01, 0.2  # a call waiting for room under the cap
 DEFAULT_CAPS_USD = {"lite": 1.0, "pro": 5.0, "elite": 25.0}
 
@@ -82,6 +85,8 @@ def call_ceiling(model: str, request: ModelRequest) -> int:
     """An upper bound of what ``request`` can cost, in micro-dollars: every input byte a
     token at the dearest input price (1-hour cache writes), and every allowed output
     token."""
+    if cost_usd_micros(model, _PROBE) == 0:  # a free (or unpriced) model: nothing to size
+        return 0
     size = sum(len(block.text.encode()) for block in request.system)
     for message in request.messages:
         for part in message.parts:
@@ -141,8 +146,10 @@ class TurnMeter:
     async def reserve(self, model: str, request: ModelRequest) -> tuple[date, int]:
         day = utc_day()
         cap = await self.cap()
+        if cap == UNMETERED:  # nothing to reserve against: skip sizing the request
+            return day, 0
         ceiling = call_ceiling(model, request)
-        if cap == UNMETERED or ceiling == 0:
+        if ceiling == 0:
             return day, 0
         pause = _FIRST_PAUSE_S
         while await self.store.spend.reserve(self.org_id, day, ceiling, cap) is None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 from collections.abc import Callable
+from dataclasses import asdict, replace
 
 import pytest
 from pydantic import ValidationError
@@ -234,6 +235,18 @@ def test_budget_report_json_round_trip() -> None:
     assert BudgetReport.from_dict(data) == report
     with pytest.raises(ValidationError):
         BudgetReport.from_dict({**data, "cuts": [{**data["cuts"][0], "action": "deleted"}]})
+
+
+def test_budget_report_to_dict_is_asdicts_shape() -> None:
+    """``to_dict`` is written out for speed; it gives what ``asdict`` gives, in the same key
+    order (so the stored JSON is unchanged), cuts and step included."""
+    system = fit_text("system", 300, "You are an executor. " * 100, counter=EXACT)
+    tools = fit_section("tools", 400, _items(20, words=60), counter=EXACT, note="Drill down.")
+    report = BudgetReport.build(EXECUTOR_BUDGET.with_tokens({"tools": 400}), [system, tools])
+    assert report.cuts
+    for one in (report, replace(report, step_id="s1")):
+        assert one.to_dict() == asdict(one)
+        assert json.dumps(one.to_dict()) == json.dumps(asdict(one))
 
 
 def test_budget_report_refuses_fills_of_another_role() -> None:

@@ -16,9 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.dialects import sqlite
 
 from conftest import migrate
-from events import TextDelta
-from store import DaySpend, Store, UsageRecord
+from events import TextDelta, event_data
+from store import DaySpend, Store, StoredEvent, UsageRecord
 from store import _hot as hot
+from store._log import _built
 from store._models import EventRow, ToolExecutionRow, UsageRow
 from store._tool_executions import _COLUMNS
 from store._usage_models import DailySpendRow, DailyUsageRow
@@ -131,3 +132,50 @@ def test_compact_json_is_the_text_json_dumps_gives(data: dict[str, object]) -> N
     """The writer's direct encoding of a dict of strings (every ``text_delta``) is byte for
     byte what ``json.dumps`` gives, so a frame built from either is the same."""
     assert hot.compact_json(data) == json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+@given(st.text(), st.one_of(st.none(), st.text(min_size=1)))
+def test_an_answers_text_delta_row_is_the_generic_one(delta: str, step_id: str | None) -> None:
+    """The writer builds a ``text_delta``'s data and JSON text directly; both are what the
+    generic path (``event_data``, then ``json.dumps``) gives, with or without a step."""
+    event = TextDelta(delta=delta, step_id=step_id)
+    data, text = hot.event_row(event)
+    assert data == event_data(event)
+    assert list(data) == list(event_data(event))  # the same key order: the same text
+    assert text == json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_the_writers_stored_events_are_the_dataclasss_own() -> None:
+    """The writer thread builds its ``StoredEvent``s slot by slot; each is the one the
+    dataclass's constructor makes, every field (the JSON text too) in its place."""
+    row = ("s1", 7, "text_delta", {"delta": "hi", "type": "text_delta"}, "t1",
+           datetime(2026, 1, 2, tzinfo=UTC), '{"delta":"hi","type":"text_delta"}')  # fmt: skip
+    built = _built([row, row])
+    expected = StoredEvent(*row)
+    assert built == [expected, expected]
+    assert [(e.text, repr(e)) for e in built] == [(expected.text, repr(expected))] * 2
+
+
+async def test_a_batch_longer_than_one_insert_is_stored_whole_and_in_order(
+    tmp_path: Path,
+) -> None:
+    """The writer inserts a batch's events ``ROWS_PER_INSERT`` rows to a statement; a batch
+    of more keeps every event, numbered in order, with its data and JSON text."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'long.db'}"
+    await migrate(url)
+    store = Store(url)
+    count = 2 * hot.ROWS_PER_INSERT + 1
+    try:
+        await store.sessions.create(org_id="acme", user_id="u1", session_id="s1", title=None)
+        events = [TextDelta(delta=f"piece {i} é") for i in range(count)]
+        stored = await store.log.append("s1", events)
+        read = await store.log.read("s1")
+    finally:
+        await store.close()
+    assert [e.seq for e in stored] == [e.seq for e in read] == list(range(1, count + 1))
+    assert [e.data for e in read] == [
+        {"delta": f"piece {i} é", "type": "text_delta"} for i in range(count)
+    ]
+    assert [e.text for e in stored] == [
+        json.dumps(e.data, separators=(",", ":"), ensure_ascii=False) for e in read
+    ]
