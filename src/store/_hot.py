@@ -5,7 +5,7 @@ through SQLAlchemy Core each statement costs ~100 µs of Python, through ``sqlit
 These functions run inside the writer's transaction (``store._writer``) on its DBAPI
 cursor and store values exactly as the ORM does (``tests/store/test_hot_sql.py`` checks
 that the text matches SQLAlchemy's own processors), so every other query reads them back
-unchanged. PostgreSQL keeps the SQLAlchemy statements.
+unchanged. PostgreSQL has its own fixed SQL, one statement per write (``store._hot_pg``).
 """
 
 from __future__ import annotations
