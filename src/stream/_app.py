@@ -52,6 +52,7 @@ from stream._bounds import check_bounds
 from stream._deliveries import DeliveryWorker
 from stream._errors import EXCEPTION_HANDLERS
 from stream._openapi import BodySchemaPlugin, document
+from stream._tracing import traced_requests
 from turn import Keeper, ModelResolver, TurnKit, TurnModels, TurnRunner
 
 ROUTES = [
@@ -162,7 +163,7 @@ def create_app(
         route_handlers=ROUTES,
         state=State({"services": services}),
         dependencies={"services": Provide(lambda: services, sync_to_thread=False, use_cache=True)},
-        middleware=[DefineMiddleware(BearerAuthMiddleware, config=config.tokens)],
+        middleware=[traced_requests, DefineMiddleware(BearerAuthMiddleware, config=config.tokens)],
         exception_handlers=EXCEPTION_HANDLERS,
         before_request=check_bounds,  # path ids and the raw body, before anything is decoded
         plugins=[

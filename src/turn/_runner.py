@@ -327,6 +327,7 @@ class TurnRunner:
             executor=models.executor,
             timeout_s=self._turn_timeout_s,
             client=ClientContext.from_job(job.get("client")),
+            agent=job.get("agent"),
         )
 
     def fenced(self, turn_ids: set[str]) -> None:
