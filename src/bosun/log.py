@@ -67,6 +67,12 @@ def _scrub_mapping(data: MutableMapping[str, Any]) -> EventDict:
     }
 
 
+def scrub_value(value: Any) -> Any:
+    """``value`` with private fields dropped and secrets masked: the log's rules, which
+    captured span content (``telemetry.content``) follows too."""
+    return _scrub_value(value)
+
+
 def _scrub_value(value: Any) -> Any:
     if isinstance(value, str):
         return _SECRET_PATTERN.sub(SCRUBBED, value)

@@ -13,6 +13,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 
+import telemetry
 from fleet import (
     MCP_GRANT_PATTERN,
     AgentDirectory,
@@ -181,7 +182,7 @@ def create_app(
         request_max_body_size=config.max_body_bytes,
         logging_config=None,  # the composition root configures structlog
         on_startup=[workers.start],
-        on_shutdown=[workers.stop],
+        on_shutdown=[workers.stop, telemetry.flush],  # before uvicorn re-raises a SIGTERM
         openapi_config=_openapi_config(version),
     )
     document(app)

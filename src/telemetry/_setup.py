@@ -132,11 +132,12 @@ def use(
     capture_content: bool = False,
     scrub: Callable[[Any], Any] | None = None,
     shutdown: Callable[[], None] | None = None,
+    flush: Callable[[], None] | None = None,
 ) -> None:
     """Trace with ``traces`` (``None``: stop tracing) and record the GenAI metrics with
     ``metrics``; ``capture_content`` records message text and tool inputs and outputs,
     passed through ``scrub`` first."""
-    fresh = TracingState(capture_content=capture_content, shutdown=shutdown)
+    fresh = TracingState(capture_content=capture_content, shutdown=shutdown, flush=flush)
     if scrub is not None:
         fresh.scrub = scrub
     if traces is not None:
@@ -198,8 +199,20 @@ def configure(
             if provider is not None:
                 provider.shutdown()
 
-    use(traces, metrics, capture_content=capture, scrub=scrub, shutdown=stop)
+    def flush() -> None:
+        for provider in (traces, metrics):
+            if provider is not None:
+                provider.force_flush()
+
+    use(traces, metrics, capture_content=capture, scrub=scrub, shutdown=stop, flush=flush)
     return "; ".join(said) + ("; message content: on" if capture else "")
+
+
+def flush() -> None:
+    """Export what is buffered now (an app's shutdown: a SIGTERM ends the process right
+    after it, before ``shutdown`` could run)."""
+    if STATE.flush is not None:
+        STATE.flush()
 
 
 def shutdown() -> None:

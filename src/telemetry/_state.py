@@ -35,6 +35,7 @@ class TracingState:
     capture_content: bool = False
     scrub: Callable[[Any], Any] = field(default=_keep)
     shutdown: Callable[[], None] | None = None
+    flush: Callable[[], None] | None = None
 
 
 STATE = TracingState()
