@@ -39,7 +39,7 @@ from bosun._dev_key import (
 )
 from bosun._toolsets import Toolset, ToolsetError, installed_toolsets
 from bosun.cli_args import DEV_ORG, DEV_TOOLSET, DEV_USER
-from bosun.log import configure_logging, scrub_value
+from bosun.log import configure_logging, scrub_secrets
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
 from bosun.wiring import configured_toolsets
 from providers import ModelSpecError
@@ -159,7 +159,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     _boot.info("toolsets.loaded", toolsets=[t.name for t in toolsets])
     try:
-        if tracing := telemetry.configure(os.environ, scrub=scrub_value):
+        if tracing := telemetry.configure(os.environ, scrub=scrub_secrets):
             _boot.info("telemetry.on", signals=tracing)  # names and modes: no endpoint, no key
     except telemetry.TelemetryConfigError as exc:
         print(f"bosun serve: {exc}", file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import PurePath
 
 import telemetry
 from providers import (
@@ -31,8 +32,10 @@ FINISH_REASONS = {
 
 def provider_and_model(spec: str) -> tuple[str, str]:
     """``anthropic:claude-x`` as ``("anthropic", "claude-x")``; a test double's name
-    (``scripted``, ``function``) is its own provider."""
+    (``scripted``, ``function``) is its own provider, a script file its stem."""
     provider, _, model = spec.partition(":")
+    if provider == "scripted" and model:  # a script file's path: its name says enough
+        model = PurePath(model).stem
     return provider, model or provider
 
 
