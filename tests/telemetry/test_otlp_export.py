@@ -124,9 +124,9 @@ def test_serve_exports_spans_and_genai_metrics_over_otlp_http(
         "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "bosun-under-test",
         "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_METRIC_EXPORT_INTERVAL": "60000",
     }  # fmt: skip
-    port = free_port()
+    port, script = free_port(), tmp_path / "script.yaml"
     process = subprocess.Popen(
-        [*BOSUN, "serve", "--dev", "--port", str(port), "--model", f"scripted:{tmp_path / 'script.yaml'}"],
+        [*BOSUN, "serve", "--dev", "--port", str(port), "--model", f"scripted:{script}"],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
