@@ -29,7 +29,7 @@ from telemetry._spans import (
     span,
     start,
 )
-from telemetry._state import SEMCONV_VERSION, STATE
+from telemetry._state import SEMCONV_VERSION, STATE, TracingState
 
 __all__ = [
     "CONTENT",
@@ -39,6 +39,7 @@ __all__ = [
     "Attributes",
     "SpanLike",
     "TelemetryConfigError",
+    "TracingState",
     "configure",
     "content",
     "current_trace_id",

@@ -62,7 +62,20 @@ def _protocol(environ: Mapping[str, str], signal: str) -> str:
     return protocol
 
 
-def _span_exporter(kind: str, protocol: str) -> Any:
+def _endpoint(environ: Mapping[str, str], signal: str, protocol: str) -> str | None:
+    """Where ``signal`` goes, as the exporters read it from the environment (read here so
+    a mapping other than ``os.environ`` configures them too): the signal's own endpoint
+    as given, else the base endpoint (over HTTP, plus ``/v1/{signal}``)."""
+    own = environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+    if own:
+        return own
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if not base or protocol == "grpc":
+        return base or None
+    return f"{base.rstrip('/')}/v1/{signal}"
+
+
+def _span_exporter(kind: str, protocol: str, endpoint: str | None) -> Any:
     if kind == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -74,13 +87,13 @@ def _span_exporter(kind: str, protocol: str) -> Any:
             raise TelemetryConfigError(
                 "OTLP over gRPC needs the gRPC exporter: pip install 'bosun[otlp-grpc]'"
             ) from exc
-        return OTLPSpanExporter()
+        return OTLPSpanExporter(endpoint=endpoint)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
 
-    return Http()
+    return Http(endpoint=endpoint)
 
 
-def _metric_exporter(kind: str, protocol: str) -> Any:
+def _metric_exporter(kind: str, protocol: str, endpoint: str | None) -> Any:
     if kind == "console":
         from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
@@ -94,10 +107,10 @@ def _metric_exporter(kind: str, protocol: str) -> Any:
             raise TelemetryConfigError(
                 "OTLP over gRPC needs the gRPC exporter: pip install 'bosun[otlp-grpc]'"
             ) from exc
-        return OTLPMetricExporter()
+        return OTLPMetricExporter(endpoint=endpoint)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as Http
 
-    return Http()
+    return Http(endpoint=endpoint)
 
 
 def _resource(environ: Mapping[str, str]) -> Any:
@@ -180,14 +193,16 @@ def configure(
 
         protocol = _protocol(environ, "traces")
         traces = tracer_provider(resource)
-        traces.add_span_processor(BatchSpanProcessor(_span_exporter(traces_kind, protocol)))
+        exporter = _span_exporter(traces_kind, protocol, _endpoint(environ, "traces", protocol))
+        traces.add_span_processor(BatchSpanProcessor(exporter))
         said.append(f"traces: {traces_kind}" + (f" ({protocol})" if traces_kind == "otlp" else ""))
     if metrics_kind is not None:
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         protocol = _protocol(environ, "metrics")
-        reader = PeriodicExportingMetricReader(_metric_exporter(metrics_kind, protocol))
+        exporter = _metric_exporter(metrics_kind, protocol, _endpoint(environ, "metrics", protocol))
+        reader = PeriodicExportingMetricReader(exporter)
         metrics = MeterProvider(resource=resource, metric_readers=[reader])
         said.append(
             f"metrics: {metrics_kind}" + (f" ({protocol})" if metrics_kind == "otlp" else "")

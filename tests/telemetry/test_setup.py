@@ -56,6 +56,7 @@ def test_an_endpoint_turns_traces_and_metrics_on_over_http_protobuf() -> None:
     said = telemetry.configure(ENDPOINT)
     assert said == "traces: otlp (http/protobuf); metrics: otlp (http/protobuf)"
     assert isinstance(exporter(), Http)
+    assert exporter()._endpoint == "http://127.0.0.1:4318/v1/traces"  # from the mapping given
     assert telemetry.STATE.token_usage is not None and telemetry.STATE.duration is not None
 
 
