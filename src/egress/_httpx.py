@@ -70,6 +70,7 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         inject(request.headers)  # the current span's traceparent, when tracing is on
+        # (httpx2, the MCP SDK's client, gets none: it sends from its connection's task)
         return await super().handle_async_request(request)
 
 

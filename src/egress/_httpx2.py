@@ -12,7 +12,6 @@ import httpx2
 
 from egress._policy import EgressPolicy
 from egress._resolve import connect_checked
-from telemetry import inject
 
 _SocketOption = Any  # httpcore2's SOCKET_OPTION union, passed through unread
 
@@ -65,10 +64,6 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
             keepalive_expiry=5.0,
             network_backend=GuardedBackend(policy),
         )
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        inject(request.headers)  # the current span's traceparent, when tracing is on
-        return await super().handle_async_request(request)
 
 
 def httpx2_client(policy: EgressPolicy, **kwargs: Any) -> httpx2.AsyncClient:
