@@ -107,10 +107,11 @@ def span(
 
 @contextmanager
 def root_span(
-    name: str, trace_id: str, attributes: Attributes | None = None, links: Sequence[Link] = ()
+    name: str, trace_id: str, attributes: Attributes | None = None, links: Sequence[str] = ()
 ) -> Iterator[SpanLike]:
     """A turn's span, current inside the block: a child of the current span when that is in
-    trace ``trace_id`` (the request's ``traceparent``), else the root of that trace."""
+    trace ``trace_id`` (the request's ``traceparent``), else the root of that trace;
+    ``links``: the ``traceparent`` of spans it follows from (what queued a run)."""
     tracer = STATE.tracer
     if tracer is None:
         yield NO_SPAN
@@ -125,7 +126,7 @@ def root_span(
     try:
         root = tracer.start_span(
             name, context=None if under_caller else Context(), attributes=attributes,
-            links=links,
+            links=_links(links),
         )  # fmt: skip
     finally:
         if token is not None:
@@ -138,6 +139,32 @@ def root_span(
         except BaseException as exc:
             _failed(root, exc)
             raise
+
+
+def _links(traceparents: Sequence[str]) -> list[Link]:
+    """Links to the spans ``traceparents`` name (malformed ones are left out)."""
+    from opentelemetry import trace
+    from opentelemetry.trace import Link
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    found = []
+    for traceparent in traceparents:
+        context = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+        span_context = trace.get_current_span(context).get_span_context()
+        if span_context.is_valid:
+            found.append(Link(span_context))
+    return found
+
+
+def current_traceparent() -> str | None:
+    """The current span's W3C ``traceparent`` (to link to it later), or ``None``."""
+    if STATE.tracer is None:
+        return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
 
 
 def start(name: str, attributes: Attributes | None = None, *, kind: Kind = "client") -> SpanLike:
