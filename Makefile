@@ -58,6 +58,8 @@ bench: install-dev
 	$(BIN)/python bench/plan_parallel.py
 	$(BIN)/python bench/cli_start.py
 	$(BIN)/python bench/run_trigger.py
+	$(BIN)/python bench/runs_scale.py  # PostgreSQL rows need BOSUN_TEST_POSTGRES_URL's server (else skipped)
+	$(BIN)/python bench/dispatch_history.py  # likewise
 	$(BIN)/python bench/session_age.py
 	$(BIN)/python bench/peers.py  # the peers need the bench extra: pip install -e '.[bench]'
 

@@ -3,9 +3,12 @@
 ``submit`` queues a run in its own session and returns at once. Each worker's
 ``RunDispatcher`` claims queued runs (up to ``per_worker`` of its own at a time, at most
 ``per_agent`` running per agent across workers, one org at a time round-robin so a busy
-org cannot starve the others) and starts each as a turn of its agent's version. From
-then on it is an ordinary turn: leased, taken over from its log if its worker dies, with
-the org's caps; the run's status is its turn's.
+org cannot starve the others) and starts each as a turn of its agent's version, the claim
+and the turn's opening in one transaction. It dispatches while it has room and something
+is claimable, and wakes at once when a run is queued (here, or by any worker on
+PostgreSQL: ``store.RunWakes``) and when one of its runs ends; ``poll_s`` is only the
+fallback. From then on a run is an ordinary turn: leased, taken over from its log if its
+worker dies, with the org's caps; the run's status is its turn's.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,11 +28,15 @@ import structlog
 
 from fleet._directory import Agent, AgentDirectory
 from fleet._schedule import GRACE_S, due_tick
-from store import AgentRecord, RunRecord, Store
+from store import AgentRecord, RunRecord, RunTakenError, Store
 from tools import UserRole
 from turn import ModelResolver, TurnOrder, TurnRunner, new_session
 
 RATE_WINDOW_S = 60
+VERSIONS_KEPT = 1024  # agent versions a dispatcher keeps read (then it starts afresh)
+RETRY_S = 60.0
+"""A run whose start failed (its agent version or models gone, a hiccup) stays queued and
+is tried again on this worker after this long, not on every round."""
 _log = structlog.get_logger("bosun.runs")
 
 
@@ -89,6 +97,8 @@ class RunDispatcher:
         self.per_agent = per_agent
         self.poll_s = poll_s
         self._mine: set[str] = set()  # turn ids of runs this worker started
+        self._retry_at: dict[str, float] = {}  # runs whose start failed: when to try again
+        self._versions: dict[tuple[str, str, int], Agent] = {}  # the agent versions read
         self._skipped: set[tuple[str, str, datetime]] = set()  # ticks over a rate limit
         self._failing: set[tuple[str, str, int, str]] = set()  # schedules logged as failing
         self._wake = asyncio.Event()
@@ -116,8 +126,7 @@ class RunDispatcher:
             context=request.context, idempotency_key=key,
         )  # fmt: skip
         _log.info("run.queued", run_id=run.id, agent=agent.handle, org_id=org_id)
-        self._wake.set()
-        return run, new
+        return run, new  # queuing it woke the dispatchers (``store.RunWakes``)
 
     async def _within_rate(self, org_id: str, agent: Agent) -> None:
         """Count a trigger against the agent's ``runs_per_minute``, or raise
@@ -136,35 +145,44 @@ class RunDispatcher:
 
     def start(self) -> None:
         if self._task is None:
+            self._store.runs.wakes.add(self._wake.set)
             self._task = asyncio.create_task(self._loop(), name="bosun-run-dispatcher")
 
     async def stop(self) -> None:
         if self._task is not None:
+            self._store.runs.wakes.discard(self._wake.set)
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
 
     async def _loop(self) -> None:
-        """Dispatch, then sleep until a run is queued here, one of this worker's runs ends,
-        or ``poll_s`` passes (the fallback for what other workers queue)."""
+        """Dispatch, then sleep until a run is queued (by any worker), one of this
+        worker's runs ends, or ``poll_s`` passes: the fallback, and the schedules' tick
+        (fired once per ``poll_s``, not on every wake)."""
+        ticks_at = 0.0
         while True:
-            await self.poll()
+            if time.monotonic() >= ticks_at:
+                await self._guarded(self.fire_schedules, "schedules")
+                ticks_at = time.monotonic() + self.poll_s
+            self._wake.clear()  # a wake while dispatching means one more round
+            await self._guarded(self.dispatch, "dispatch")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
-            self._wake.clear()
+                await asyncio.wait_for(self._wake.wait(), timeout=ticks_at - time.monotonic())
 
     async def poll(self) -> None:
         """One round: fire the due ticks, then start queued runs. Each half is on its own:
         a failure (a database hiccup, a bug) is logged and the loop goes on, and schedules
         that fail never keep queued runs from starting."""
-        for step, name in ((self.fire_schedules, "schedules"), (self.dispatch, "dispatch")):
-            try:
-                await step()
-            except Exception as exc:
-                _log.error(
-                    "runs.poll_failed", step=name, error_type=type(exc).__name__, exc_info=exc
-                )
+        await self._guarded(self.fire_schedules, "schedules")
+        await self._guarded(self.dispatch, "dispatch")
+
+    @staticmethod
+    async def _guarded(step: Callable[[], Awaitable[object]], name: str) -> None:
+        try:
+            await step()
+        except Exception as exc:
+            _log.error("runs.poll_failed", step=name, error_type=type(exc).__name__, exc_info=exc)
 
     async def fire_schedules(self, now: datetime | None = None) -> list[str]:
         """Queue a run for every schedule tick due now; the ids of the runs this call
@@ -225,52 +243,68 @@ class RunDispatcher:
         )  # fmt: skip
 
     async def dispatch(self) -> list[str]:
-        """Claim and start what this worker has room for; the ids of the runs started."""
-        self._mine &= set(self._runner.running)
-        room = self.per_worker - len(self._mine)
-        if room <= 0:
-            return []
-        queued = await self._held_back(await self._store.runs.queued(limit=100))
-        if not queued:
-            return []
-        running = await self._store.runs.running_counts()
-        started = []
-        for run in fair_order(queued, running, per_agent=self.per_agent)[:room]:
-            try:
-                turn_id = await self.claim_and_start(run)
-            except Exception as exc:  # this run's agent or kit: the others still start
-                _log.error(
-                    "run.start_failed", run_id=run.id, agent=run.agent, org_id=run.org_id,
-                    error_type=type(exc).__name__, exc_info=exc,
-                )  # fmt: skip
-                continue
-            if turn_id is not None:
-                started.append(run.id)
+        """Claim and start runs while this worker has room and one is claimable; the ids
+        of the runs started. A round that lost a claim (or a start) reads the queue again:
+        runs other workers took meanwhile are gone from it, and those that failed to start
+        wait ``RETRY_S``; what is queued later wakes the loop for another call."""
+        started: list[str] = []
+        while (room := self._room()) > 0:
+            picked = await self._pick(room)
+            now = [run.id for run in picked if await self._start(run)]
+            started += now
+            if len(now) == len(picked):  # all it could claim: the queue read had no more
+                break
         return started
 
-    async def _held_back(self, queued: list[RunRecord]) -> list[RunRecord]:
-        """``queued`` without the runs of paused agents: they wait, queued, for a resume
-        (or a cancel); runs already started are never stopped by a pause."""
-        if not queued:
-            return queued
-        paused = {
-            (record.org_id, record.handle)
-            for record in await self._store.agents.everywhere()
-            if record.paused_at is not None or record.profile.get("paused")
-        }
-        return [run for run in queued if (run.org_id, run.agent) not in paused]
+    def _room(self) -> int:
+        self._mine &= set(self._runner.running)
+        return self.per_worker - len(self._mine)
+
+    async def _pick(self, room: int) -> list[RunRecord]:
+        """The next ``room`` queued runs to start, in fair order (none: nothing is
+        claimable now, or every agent with queued runs is at ``per_agent``)."""
+        now = time.monotonic()
+        self._retry_at = {run: at for run, at in self._retry_at.items() if at > now}
+        queued, running = await self._store.runs.dispatchable(limit=100)
+        queued = [run for run in queued if run.id not in self._retry_at]
+        return fair_order(queued, running, per_agent=self.per_agent)[:room]
+
+    async def _start(self, run: RunRecord) -> bool:
+        """Start ``run``; whether it started here (not when another worker claimed it
+        first, nor when its start failed: then it is tried again after ``RETRY_S``)."""
+        try:
+            return await self.claim_and_start(run) is not None
+        except Exception as exc:  # this run's agent or kit: the others still start
+            self._retry_at[run.id] = time.monotonic() + RETRY_S
+            _log.error(
+                "run.start_failed", run_id=run.id, agent=run.agent, org_id=run.org_id,
+                error_type=type(exc).__name__, exc_info=exc,
+            )  # fmt: skip
+            return False
 
     async def claim_and_start(self, run: RunRecord) -> str | None:
-        """Claim ``run`` and start its turn here; the turn's id, or ``None`` when another
-        worker claimed it first."""
+        """Claim ``run`` and start its turn here, the claim and the turn's opening in one
+        transaction; the turn's id, or ``None`` when another worker claimed it first."""
         turn_id = str(uuid.uuid4())
-        if not await self._store.runs.claim(run, turn_id):
+        try:
+            await self._launch(run, turn_id)
+        except RunTakenError:
             return None
-        await self._launch(run, turn_id)
         return turn_id
 
+    async def _version(self, run: RunRecord) -> Agent:
+        """The agent version ``run`` recorded; versions are never rewritten, so kept."""
+        key = (run.org_id, run.agent, run.agent_version)
+        agent = self._versions.get(key)
+        if agent is None:
+            agent = await self._agents.at_version(*key)
+            if len(self._versions) >= VERSIONS_KEPT:
+                self._versions.clear()
+            self._versions[key] = agent
+        return agent
+
     async def _launch(self, run: RunRecord, turn_id: str) -> None:
-        agent = await self._agents.at_version(run.org_id, run.agent, run.agent_version)
+        agent = await self._version(run)
         setup = await self._agents.setup(agent, org_id=run.org_id, background=True)
         models = await self._models.resolve_offered(
             org_id=run.org_id, requested=None, roles=setup.specs
@@ -283,7 +317,7 @@ class RunDispatcher:
         await self._runner.start(
             order, session_id=run.session_id, text=run_message(run.task, run.context),
             models=models, trace_id=uuid.uuid4().hex, kit=setup.kit, turn_id=turn_id,
-            background=True,
+            run_id=run.id,
         )  # fmt: skip
         self._mine.add(turn_id)
         self._runner.when_done(turn_id, self._wake.set)  # its room goes to the next at once

@@ -47,7 +47,7 @@ from store._org_keys import OrgKeyInfo, OrgKeys, SecretsKeyError
 from store._queue import QueuedTurn, TurnQueue
 from store._rate_limits import TokenSpend
 from store._retention import PruneReport
-from store._runs import RunFigures, RunRecord, Runs
+from store._runs import RunFigures, RunRecord, Runs, RunTakenError, RunWakes, TurnOpening
 from store._sessions import SessionRecord, TurnRecord, UsageRecord
 from store._spend import DaySpend, resets_at, utc_day
 from store._store import Store
@@ -114,6 +114,8 @@ __all__ = [
     "QueuedTurn",
     "RunFigures",
     "RunRecord",
+    "RunTakenError",
+    "RunWakes",
     "Runs",
     "SecretsKeyError",
     "SessionNotFoundError",
@@ -124,6 +126,7 @@ __all__ = [
     "TokenSpend",
     "ToolExecutionRecord",
     "TurnInProgressError",
+    "TurnOpening",
     "TurnQueue",
     "TurnRecord",
     "UsageRecord",

@@ -104,6 +104,15 @@ class TurnRow(Base):
             sqlite_where=RUNNING,
             postgresql_where=RUNNING,
         ),
+        # Running turns by holder: lease holders, takeovers and the running runs read
+        # only these, however many turns have finished (``store._leases.RUNNING``).
+        Index(
+            "ix_turns_running",
+            "worker_id",
+            "lease_until",
+            sqlite_where=RUNNING,
+            postgresql_where=RUNNING,
+        ),
         # Messages waiting for the session's running turn to end (``enqueue``, ``interrupt``).
         Index(
             "ix_turns_queued",

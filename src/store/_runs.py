@@ -1,38 +1,47 @@
 """Background runs: an agent's task, queued, then run as a turn in its own session.
 
 A run row says what to do (the task, its context, who asked, which agent version) and,
-once a worker claims it, which turn does it. From then on the turn is the truth: its
-lease, its takeover after a dead worker, its status; a run's status is its turn's. A
-claim that never opened its turn (the worker died in between) is given back after
-``STALE_CLAIM_S``. An idempotency key per agent makes a retried trigger the same run.
+once a worker claims it, which turn does it. The claim opens that turn in the same
+transaction, so a claimed run always has its turn; from then on the turn is the truth: its
+lease, its takeover after a dead worker, its status; a run's status is its turn's. An
+idempotency key per agent makes a retried trigger the same run. The dispatcher's queries
+read partial indexes (unclaimed runs here, running turns in ``store._models``), so they
+cost the same with a million finished runs as with none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
-    and_,
     case,
     func,
     insert,
+    literal,
+    null,
     select,
+    text,
+    tuple_,
     update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Mapped, mapped_column
 
+from events import Event
+from store._agents import AgentRow, AgentVersionRow
 from store._db import Database
+from store._leases import RUNNING
 from store._models import (
     Base,
     EventRow,
@@ -43,8 +52,14 @@ from store._models import (
     utcnow,
 )
 
-STALE_CLAIM_S = 60.0
-"""A claim whose turn never opened is given back to the queue after this long."""
+if TYPE_CHECKING:  # the log imports the approvals, which import the runs
+    from store._log import EventLog, StoredEvent
+
+RUNS_CHANNEL = "bosun_runs"
+"""The PostgreSQL channel notified when a run is queued: it wakes every worker's
+dispatcher (``store._notify.PgListener``)."""
+UNCLAIMED = text("turn_id IS NULL AND cancelled_at IS NULL")
+CLAIMED = text("turn_id IS NOT NULL")
 USER_TRIGGER = "api"
 """The trigger of a run a person started (the API, ``bosun run``); schedules and webhooks
 start runs with no person behind them."""
@@ -56,7 +71,17 @@ class RunRow(Base):
         UniqueConstraint("org_id", "agent", "idempotency_key", name="uq_runs_idempotency"),
         Index("ix_runs_org_agent_created", "org_id", "agent", "created_at"),
         Index("ix_runs_org_agent_user_created", "org_id", "agent", "user_id", "created_at"),
-        Index("ix_runs_queued", "turn_id", "created_at"),
+        # A turn's run. Partial, so that the queue's ``turn_id IS NULL`` cannot read it
+        # (SQLite, with no statistics, would, then sort: cancelled runs grow with history).
+        Index("ix_runs_turn", "turn_id", sqlite_where=CLAIMED, postgresql_where=CLAIMED),
+        # The queue, oldest first: only the runs waiting, however many have finished.
+        Index(
+            "ix_runs_unclaimed",
+            "created_at",
+            "id",
+            sqlite_where=UNCLAIMED,
+            postgresql_where=UNCLAIMED,
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -119,6 +144,94 @@ def _started_by(user_id: str) -> tuple[ColumnElement[bool], ...]:
     return RunRow.user_id == user_id, RunRow.trigger == USER_TRIGGER
 
 
+def _waiting() -> Any:
+    """The unclaimed, uncancelled runs (``ix_runs_unclaimed``), as records: no turn yet."""
+    return select(
+        *RunRow.__table__.columns,
+        literal("queued").label("status"),
+        null().label("started_at"),
+        null().label("finished_at"),
+    ).where(UNCLAIMED)
+
+
+def _queued(conn: Connection, limit: int) -> list[RunRecord]:
+    paused: set[tuple[str, str]] = set()
+    while True:  # each pass leaves out at least one more paused agent
+        query = _waiting().order_by(RunRow.created_at, RunRow.id).limit(limit)
+        if paused:
+            query = query.where(tuple_(RunRow.org_id, RunRow.agent).not_in(list(paused)))
+        runs = [RunRecord(**row._asdict()) for row in conn.execute(query)]
+        more = _paused(conn, {(run.org_id, run.agent) for run in runs})
+        if not more:
+            return runs
+        paused |= more
+
+
+def _running_counts(conn: Connection) -> dict[tuple[str, str], int]:
+    """Written as ``IN``, not a join: with no statistics SQLite would drive a join from
+    every run, in (org, agent) order for the grouping."""
+    query = (
+        select(RunRow.org_id, RunRow.agent, func.count())
+        .where(RunRow.turn_id.in_(select(TurnRow.id).where(RUNNING)))
+        .group_by(RunRow.org_id, RunRow.agent)
+    )
+    return {(org, agent): int(n) for org, agent, n in conn.execute(query)}
+
+
+def _paused(conn: Connection, agents: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Those of ``agents`` (org, handle) that are paused: by the server (``paused_at``)
+    or by their current profile (``paused: true``)."""
+    if not agents:
+        return set()
+    query = (
+        select(
+            AgentRow.org_id,
+            AgentRow.handle,
+            AgentRow.paused_at,
+            AgentVersionRow.profile["paused"].as_boolean().label("flag"),
+        )
+        .join(
+            AgentVersionRow,
+            (AgentVersionRow.org_id == AgentRow.org_id)
+            & (AgentVersionRow.handle == AgentRow.handle)
+            & (AgentVersionRow.version == AgentRow.version),
+        )
+        .where(tuple_(AgentRow.org_id, AgentRow.handle).in_(list(agents)))
+    )
+    return {
+        (row.org_id, row.handle)
+        for row in conn.execute(query)
+        if row.paused_at is not None or row.flag
+    }
+
+
+def _open_claimed(conn: Connection, run_id: str, opening: TurnOpening) -> list[StoredEvent] | None:
+    """The claim and its turn, in the caller's transaction; the stored opening events, or
+    ``None`` when the run was not waiting any more (then nothing is written)."""
+    from store._log import _insert, _notify_others  # an import cycle
+
+    claimed = conn.execute(
+        update(RunRow)
+        .where(RunRow.id == run_id, UNCLAIMED)
+        .values(turn_id=opening.turn_id, claimed_at=utcnow())
+        .returning(RunRow.id)
+    ).first()
+    if claimed is None:
+        return None
+    session_id = opening.session_id
+    stored = _insert(conn, session_id, opening.events, opening.turn_id)
+    conn.execute(
+        insert(TurnRow).values(
+            id=opening.turn_id, session_id=session_id, trace_id=opening.trace_id,
+            status="running", started_at=utcnow(), worker_id=opening.worker_id,
+            lease_until=opening.lease_until, job=opening.job, first_seq=stored[0].seq,
+        )
+    )  # fmt: skip
+    if conn.dialect.name == "postgresql":
+        _notify_others(conn, session_id)
+    return stored
+
+
 @dataclass(frozen=True, slots=True)
 class RunFigures:
     """What a run did so far: steps ended, tool calls recorded, model cost."""
@@ -128,11 +241,49 @@ class RunFigures:
     cost_usd_micros: int = 0
 
 
+class RunTakenError(Exception):
+    """The run was claimed by another worker (or cancelled) before this one could."""
+
+
+class RunWakes:
+    """What to call when a run is queued: on this worker (``Runs.create``) or on another
+    (``PgListener``, on ``RUNS_CHANNEL``). Each worker's dispatcher adds its wake."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[], None]] = []
+
+    def add(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def discard(self, callback: Callable[[], None]) -> None:
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
+
+    def __call__(self) -> None:
+        for callback in list(self._callbacks):
+            callback()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnOpening:
+    """A run's turn as it opens: its row's columns and its opening events."""
+
+    session_id: str
+    turn_id: str
+    trace_id: str
+    events: Sequence[Event]
+    worker_id: str
+    lease_until: datetime
+    job: dict[str, Any]
+
+
 class Runs:
     """Repository of the ``runs`` table."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, log: EventLog) -> None:
         self._db = db
+        self._log = log
+        self.wakes = RunWakes()
 
     async def create(self, **values: Any) -> tuple[RunRecord, bool]:
         """Queue a run (``values``: the row's columns, its session created first by the
@@ -145,6 +296,8 @@ class Runs:
                     return earlier, False
                 await conn.execute(insert(RunRow).values(created_at=utcnow(), **values))
                 row = (await conn.execute(_records().where(RunRow.id == values["id"]))).one()
+                if self._db.dialect == "postgresql":  # on commit, every worker's dispatcher
+                    await conn.execute(select(func.pg_notify(RUNS_CHANNEL, "")))
         except IntegrityError:  # another worker queued the same key (a schedule's tick) first
             found = (
                 None if key is None else await self.by_key(values["org_id"], values["agent"], key)
@@ -152,6 +305,7 @@ class Runs:
             if found is None:
                 raise
             return found, False
+        self.wakes()
         return RunRecord(**row._asdict()), True
 
     @staticmethod
@@ -214,47 +368,36 @@ class Runs:
             return [RunRecord(**row._asdict()) for row in await conn.execute(query)]
 
     async def queued(self, limit: int) -> list[RunRecord]:
-        """Runs waiting for a worker, oldest first; stale claims count as waiting again."""
-        stale = utcnow() - timedelta(seconds=STALE_CLAIM_S)
-        query = (
-            _records()
-            .where(
-                RunRow.cancelled_at.is_(None),
-                (RunRow.turn_id.is_(None)) | and_(TurnRow.id.is_(None), RunRow.claimed_at < stale),
-            )
-            .order_by(RunRow.created_at, RunRow.id)
-            .limit(limit)
-        )
-        async with self._db.read() as conn:
-            return [RunRecord(**row._asdict()) for row in await conn.execute(query)]
+        """Runs waiting for a worker, oldest first, but for those of paused agents (they
+        wait, queued, for a resume or a cancel): the partial index ``ix_runs_unclaimed``
+        and the current versions of the few agents they name, in one snapshot (a hot read:
+        SQLite's reader thread)."""
+        return await self._db.run_read(lambda conn: _queued(conn, limit))
 
     async def running_counts(self) -> dict[tuple[str, str], int]:
-        """Running runs per (org, agent), across workers."""
-        query = (
-            select(RunRow.org_id, RunRow.agent, func.count())
-            .join(TurnRow, TurnRow.id == RunRow.turn_id)
-            .where(TurnRow.status == "running")
-            .group_by(RunRow.org_id, RunRow.agent)
-        )
-        async with self._db.read() as conn:
-            return {(org, agent): int(n) for org, agent, n in await conn.execute(query)}
+        """Running runs per (org, agent), across workers: the running turns (a partial
+        index), then their runs by ``turn_id``."""
+        return await self._db.run_read(_running_counts)
 
-    async def claim(self, run: RunRecord, turn_id: str) -> bool:
-        """Take ``run`` for a new turn ``turn_id``, unless another worker took it first."""
-        stale = utcnow() - timedelta(seconds=STALE_CLAIM_S)
-        unclaimed = (
-            RunRow.turn_id.is_(None)
-            if run.turn_id is None
-            else and_(RunRow.turn_id == run.turn_id, RunRow.claimed_at < stale)
-        )
-        async with self._db.write() as conn:
-            result = await conn.execute(
-                update(RunRow)
-                .where(RunRow.id == run.id, RunRow.cancelled_at.is_(None), unclaimed)
-                .values(turn_id=turn_id, claimed_at=utcnow())
-                .returning(RunRow.id)
-            )
-            return result.first() is not None
+    async def dispatchable(self, limit: int) -> tuple[list[RunRecord], dict[tuple[str, str], int]]:
+        """``queued`` and, when a run waits, ``running_counts``: a dispatcher's round in
+        one read transaction."""
+
+        def fetch(conn: Connection) -> tuple[list[RunRecord], dict[tuple[str, str], int]]:
+            waiting = _queued(conn, limit)
+            return waiting, (_running_counts(conn) if waiting else {})
+
+        return await self._db.run_read(fetch)
+
+    async def open_claimed(self, run_id: str, opening: TurnOpening) -> None:
+        """Claim run ``run_id`` for the turn ``opening`` describes and open that turn (its
+        row, running under the worker's lease, and its opening events), in one
+        transaction: a claim never exists without its turn. ``RunTakenError`` (nothing
+        written) when another worker claimed the run first, or it was cancelled."""
+        claimed = await self._db.run_write(lambda conn: _open_claimed(conn, run_id, opening))
+        if claimed is None:
+            raise RunTakenError(run_id)
+        self._log.notifier.notify(opening.session_id, claimed)
 
     async def cancel_queued(self, org_id: str, run_id: str) -> bool:
         """Cancel a run no worker has claimed; whether it was still waiting."""

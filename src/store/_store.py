@@ -40,7 +40,6 @@ class Store:
         self.db = Database(url)
         postgres = self.db.dialect == "postgresql"
         self.log = EventLog(self.db, LogNotifier(poll_s=POLL_S if postgres else None))
-        self._listener = PgListener(url, self.log.notifier) if postgres else None
         self.sessions = Sessions(self.db, self.log)
         self.queue = TurnQueue(self.db, self.log)
         box = SecretBox(secrets_key) if secrets_key else None
@@ -55,7 +54,9 @@ class Store:
         self.audit = AuditLog(self.db)
         self.agents = Agents(self.db)
         self.agent_costs = AgentCosts(self.db)
-        self.runs = Runs(self.db)
+        self.runs = Runs(self.db, self.log)
+        # Other workers' appends wake this process's readers, their queued runs its dispatcher.
+        self._listener = PgListener(url, self.log.notifier, self.runs.wakes) if postgres else None
         self.notices = Notices(self.db, self.log.notifier)  # wakes like the log
         self.webhooks = Webhooks(self.db, box)
         self.approvals = Approvals(self.db)

@@ -15,7 +15,7 @@ from context import ClientContext
 from events import Done, Error, Event, MessageDone, SessionStarted, TurnStatus, Usage, UserMessage
 from executors import PlanSuspended
 from planner import Plan
-from store import Claim, QueuedTurn, StaleOwnerError, Store, TurnRecord
+from store import Claim, QueuedTurn, StaleOwnerError, Store, TurnOpening, TurnRecord
 from tools import UserRole
 from turn._models import TurnRoleModels
 from turn._phases import TurnKit
@@ -158,24 +158,37 @@ class TurnRunner:
         trace_id: str,
         kit: TurnKit | None = None,
         turn_id: str | None = None,
-        background: bool = False,
+        run_id: str | None = None,
     ) -> TurnHandle:
         """Log the turn's opening events, then run it in the background, under this
         worker's lease; the job row (``order``'s) says enough for another worker to take it
-        over (``kit``: the one of ``order.agent``; ``turn_id``: an id the caller chose,
-        e.g. a claimed background run's)."""
-        await self._supersede(session_id)
+        over (``kit``: the one of ``order.agent``; ``turn_id``: an id the caller chose;
+        ``run_id``: the queued background run it does, claimed in the transaction that
+        opens the turn, ``RunTakenError`` if another worker claimed it first)."""
+        if run_id is None:  # a run's session is its own, new: nothing waits in it
+            await self._supersede(session_id)
         opening = UserMessage(message_id=f"msg_{uuid.uuid4().hex}", text=text)
         job = order.job()
-        if background:  # a run: a resume or takeover sets it up as one (approvals defer)
+        if run_id is not None:  # a run: a resume or takeover sets it up as one (approvals defer)
             job["trigger"] = "run"
         turn = self._turn(
             session_id=session_id, turn_id=turn_id or str(uuid.uuid4()), trace_id=trace_id,
             job=job, opening=opening, models=models,
         )  # fmt: skip
+        events: list[Event] = [SessionStarted(session_id=session_id, turn_id=turn.turn_id), opening]
+        if run_id is not None:
+            await self._store.runs.open_claimed(
+                run_id,
+                TurnOpening(
+                    session_id=session_id, turn_id=turn.turn_id, trace_id=trace_id,
+                    events=events, worker_id=self.worker_id, lease_until=self.lease_until(),
+                    job=job,
+                ),
+            )  # fmt: skip
+            return self._launch(turn, kit, job)
         _, epoch = await self._store.log.open_turn(
             session_id,
-            [SessionStarted(session_id=session_id, turn_id=turn.turn_id), opening],
+            events,
             turn_id=turn.turn_id,
             trace_id=trace_id,
             worker_id=self.worker_id,

@@ -88,6 +88,7 @@ async def test_the_dispatcher_loop_survives_a_failing_round(
     make_server: ServerFactory,
 ) -> None:
     failures = {"schedules": 0, "dispatch": 0}
+    twice = asyncio.Event()  # schedules fire once per poll_s (1 s), not on every wake
 
     async with make_server(quick()) as server:
         runs: RunDispatcher = server.app.state["services"].runs
@@ -95,6 +96,8 @@ async def test_the_dispatcher_loop_survives_a_failing_round(
 
         async def schedules_fail(now: Any = None) -> list[str]:
             failures["schedules"] += 1
+            if failures["schedules"] >= 2:
+                twice.set()
             raise RuntimeError("injected")
 
         async def dispatch_fails_once() -> list[str]:
@@ -107,6 +110,7 @@ async def test_the_dispatcher_loop_survives_a_failing_round(
         runs.dispatch = dispatch_fails_once  # type: ignore[method-assign]
         run_id = await queue_a_run(server)
         status = await until_started(server, run_id)
+        await asyncio.wait_for(twice.wait(), timeout=5)
 
     assert status != "queued"
     assert failures["dispatch"] == 1 and failures["schedules"] >= 2
