@@ -107,6 +107,7 @@ class Turn:
     epoch: int | None = None  # the turn's ownership epoch this worker writes under
     client: ClientContext | None = None  # where the user is, their locale: every role sees it
     agent: str | None = None  # the agent profile's handle (none: the server's own)
+    trace_link: str | None = None  # the traceparent of the span that queued it (a run's)
 
 
 async def run_turn(
@@ -170,14 +171,16 @@ async def run_turn(
         return status
 
 
-def _root(turn: Turn) -> tuple[str, str, telemetry.Attributes]:
-    """The turn's span: ``invoke_agent {agent}`` in the trace ``turn.trace_id``."""
+def _root(turn: Turn) -> tuple[str, str, telemetry.Attributes, tuple[str, ...]]:
+    """The turn's span: ``invoke_agent {agent}`` in the trace ``turn.trace_id``, linked to
+    what queued it (a background run's trigger)."""
     agent = turn.agent or "bosun"
     attributes = turn_attributes(
         agent, session_id=turn.session_id, turn_id=turn.turn_id, org_id=turn.org_id,
         resumed=turn.resume is not None, takeover=turn.takeover,
     )  # fmt: skip
-    return f"invoke_agent {agent}", turn.trace_id, attributes
+    links = (turn.trace_link,) if turn.trace_link else ()
+    return f"invoke_agent {agent}", turn.trace_id, attributes, links
 
 
 def _traced_end(
