@@ -3,7 +3,10 @@
 SQLite: WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for write transactions (a deferred
 ``BEGIN`` that reads then writes fails with "database is locked" under load; see
 FIELD-NOTES.md). In-process writers also share one connection, so they queue on the pool
-instead of spinning on the file lock. PostgreSQL uses one asyncpg pool for both.
+instead of spinning on the file lock. PostgreSQL uses one asyncpg pool for both; its
+reads run in autocommit (under READ COMMITTED each statement reads its own snapshot
+anyway, so a ``BEGIN``/``COMMIT`` around a read buys nothing and costs two round trips),
+and its hot writes go through one writer connection (``store._pg_writer``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from store._pg_writer import PgWriter, RawJob
 from store._writer import SqliteThread
 
 T = TypeVar("T")
@@ -53,6 +57,7 @@ class Database:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self._pg: PgWriter | None = None
         if url.startswith("sqlite"):
             self.dialect = "sqlite"
             self.writer = _sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=1)
@@ -64,8 +69,9 @@ class Database:
         elif url.startswith("postgresql"):
             self.dialect = "postgresql"
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
-            self.reader = self.writer
+            self.reader = self.writer.execution_options(isolation_level="AUTOCOMMIT")
             self._hot = self._hot_reads = None
+            self._pg = PgWriter(self.writer)
         else:
             raise ValueError(
                 f"Unsupported database URL {url!r}: use sqlite+aiosqlite:///PATH "
@@ -78,36 +84,54 @@ class Database:
         async with self.writer.begin() as conn:
             yield conn
 
-    async def run_write(self, fn: Callable[[Connection], T]) -> T:
+    async def run_write(self, fn: Callable[[Connection], T], *, pg: RawJob[T] | None = None) -> T:
         """Run ``fn`` (a plain function of a connection) in a write transaction and return
-        its result once committed: the hot path. On SQLite the process's writer thread
-        runs it, batched with other writes in one commit; on PostgreSQL it runs on the
-        async engine (``run_sync``), one transaction each."""
-        if self._hot is not None:
-            return await self._hot.run(fn)
-        async with self.writer.begin() as conn:
-            return await conn.run_sync(fn)
+        its result once committed: the hot path. The process's writer runs it, batched
+        with other writes in one commit: SQLite's writer thread, PostgreSQL's writer
+        connection, which runs ``pg`` instead when given (the same writes as fixed SQL on
+        the asyncpg connection, in one statement: ``store._hot_pg``)."""
+        return await self.write_soon(fn, pg=pg)
+
+    async def run_pg(self, job: RawJob[T]) -> T:
+        """``run_write`` of a write that exists only as PostgreSQL's fixed SQL."""
+        assert self._pg is not None, "run_pg is PostgreSQL's"
+        return await self._pg.submit(None, job)
 
     @property
     def writes_in_order(self) -> bool:
         """Whether ``write_soon`` queues at once: then a write queued later commits no
-        earlier, and its caller need not wait (SQLite's writer thread)."""
-        return self._hot is not None
+        earlier, and its caller need not wait (both writers queue at once)."""
+        return True
 
-    def write_soon(self, fn: Callable[[Connection], T]) -> Awaitable[T]:
-        """``run_write``, queued now when ``writes_in_order`` (the result is a future);
-        on PostgreSQL the transaction runs when the result is awaited."""
+    def write_soon(
+        self, fn: Callable[[Connection], T], *, pg: RawJob[T] | None = None
+    ) -> Awaitable[T]:
+        """``run_write``, queued now (the result is a future)."""
         if self._hot is not None:
             return self._hot.submit(fn)
-        return self.run_write(fn)
+        assert self._pg is not None
+        return self._pg.submit(fn, pg)
 
     async def run_read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a read transaction: the hot reads. On SQLite a reader thread runs
-        it (queued reads share one snapshot); on PostgreSQL the async engine does."""
+        it (queued reads share one snapshot); on PostgreSQL the async engine does, in
+        autocommit."""
         if self._hot_reads is not None:
             return await self._hot_reads.run(fn)
         async with self.reader.begin() as conn:
             return await conn.run_sync(fn)
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
+        """A connection whose every statement commits on its own (PostgreSQL: no
+        ``BEGIN``/``COMMIT`` round trips), for writes that need no atomicity together; on
+        SQLite a write transaction (its one writer commits them together anyway)."""
+        if self._pg is None:
+            async with self.write() as conn:
+                yield conn
+            return
+        async with self.reader.connect() as conn:
+            yield conn
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -119,6 +143,8 @@ class Database:
             await self._hot.close()
         if self._hot_reads is not None:
             await self._hot_reads.close()
+        if self._pg is not None:
+            await self._pg.close()
         await self.writer.dispose()
-        if self.reader is not self.writer:
+        if self.reader is not self.writer and self._pg is None:  # SQLite: its own pool
             await self.reader.dispose()

@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sqlalchemy import Select, func, insert, select, update
+from asyncpg import UniqueViolationError  # type: ignore[import-untyped]
+from sqlalchemy import CompoundSelect, Select, func, insert, select, union_all, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from events import Done, Event, TurnStatus, Unanswered, event_data, parse_event
 from store import _hot as hot
+from store import _hot_pg as hot_pg
 from store._approvals import ApprovalRow
 from store._db import Database
 from store._models import ANCHOR_TYPES, EventRow, SessionRow, ToolExecutionRow, TurnRow, utcnow
@@ -150,12 +152,9 @@ class EventLog:
         epoch: a stale owner gets ``StaleOwnerError`` and nothing is written.
         """
         assert finish is None or turn_id is not None, "finishing needs the turn id"
-        postgres = self._db.dialect == "postgresql"
 
-        def write(conn: Connection) -> list[StoredEvent]:
+        def write(conn: Connection) -> list[StoredEvent]:  # SQLite's writer thread
             stored = _insert(conn, session_id, events, turn_id, epoch)
-            if postgres:
-                _notify_others(conn, session_id)
             if finish is not None:
                 conn.execute(
                     update(TurnRow)
@@ -169,7 +168,19 @@ class EventLog:
                 )
             return stored
 
-        stored = await self._db.run_write(write)
+        async def write_pg(pg: Any) -> list[StoredEvent]:  # PostgreSQL's: one statement
+            rows = await hot_pg.append(
+                pg, session_id, events, turn_id=turn_id, epoch=epoch, finish=finish, now=utcnow()
+            )
+            if rows is None:
+                why = (
+                    await hot_pg.session_exists(pg, session_id),
+                    await hot_pg.turn_epoch(pg, turn_id),
+                )
+                raise _refusal(session_id, turn_id, epoch, *why)
+            return [StoredEvent(**row) for row in rows]
+
+        stored = await self._db.run_write(write, pg=write_pg)
         self.notifier.notify(session_id, stored)
         return stored
 
@@ -220,23 +231,28 @@ class EventLog:
         opening events, in one transaction; returns them and the turn's epoch (0: new).
         ``TurnInProgressError`` (nothing written) when another turn runs in the session."""
         try:
-            async with self._db.write() as conn:
-                stored = await conn.run_sync(_insert, session_id, events, turn_id)
-                await conn.execute(
-                    insert(TurnRow).values(
-                        id=turn_id,
-                        session_id=session_id,
-                        trace_id=trace_id,
-                        status="running",
-                        started_at=utcnow(),
-                        worker_id=worker_id,
-                        lease_until=lease_until,
-                        job=job,
-                        first_seq=stored[0].seq,
+            if self._db.dialect == "postgresql":
+                stored = await self._open_pg(
+                    session_id, events, turn_id=turn_id, trace_id=trace_id,
+                    worker_id=worker_id, lease_until=lease_until, job=job,
+                )  # fmt: skip
+            else:
+                async with self._db.write() as conn:
+                    stored = await conn.run_sync(_insert, session_id, events, turn_id)
+                    await conn.execute(
+                        insert(TurnRow).values(
+                            id=turn_id,
+                            session_id=session_id,
+                            trace_id=trace_id,
+                            status="running",
+                            started_at=utcnow(),
+                            worker_id=worker_id,
+                            lease_until=lease_until,
+                            job=job,
+                            first_seq=stored[0].seq,
+                        )
                     )
-                )
-                await conn.run_sync(self._notify_others, session_id)
-        except IntegrityError:
+        except (IntegrityError, UniqueViolationError):
             async with self._db.read() as conn:
                 taken = await conn.scalar(select(TurnRow.id).where(TurnRow.id == turn_id))
             if taken is not None:
@@ -245,6 +261,22 @@ class EventLog:
             raise TurnInProgressError(session_id, await self.running_turn(session_id)) from None
         self.notifier.notify(session_id, stored)
         return stored, 0
+
+    async def _open_pg(
+        self, session_id: str, events: Sequence[Event], *, turn_id: str, **turn: Any
+    ) -> list[StoredEvent]:
+        """``open_turn`` on PostgreSQL: one statement on the writer's connection."""
+        assert events, "a turn opens with at least one event"
+
+        async def write(pg: Any) -> list[StoredEvent]:
+            rows = await hot_pg.open_turn(
+                pg, session_id, events, turn_id=turn_id, now=utcnow(), **turn
+            )
+            if rows is None:
+                raise SessionNotFoundError(f"No session {session_id!r} to append to")
+            return [StoredEvent(**row) for row in rows]
+
+        return await self._db.run_pg(write)
 
     async def running_turn(self, session_id: str) -> str | None:
         """The id of the session's running turn (at most one: ``uq_turns_one_running``)."""
@@ -288,6 +320,9 @@ class EventLog:
         read does not grow with the session's age."""
 
         def fetch(conn: Connection) -> list[StoredEvent]:
+            if conn.dialect.name == "postgresql":  # one statement: one round trip
+                rows = conn.execute(_context_query(session_id))
+                return [StoredEvent(**row._asdict()) for row in rows]
             anchor = conn.execute(
                 select(EventRow.data)
                 .where(EventRow.session_id == session_id, ANCHOR_TYPES)
@@ -337,6 +372,27 @@ def _columns() -> Select[tuple[str, int, str, dict[str, Any], str | None, dateti
         EventRow.turn_id,
         EventRow.created_at,
     )
+
+
+def _context_query(session_id: str) -> CompoundSelect[Any]:
+    """``read_context`` as one statement (one snapshot): the anchor's ``up_to_seq`` as a
+    subquery of both indexed halves, the knowledge before it and the tail after it."""
+    up_to = func.coalesce(
+        select(EventRow.data["up_to_seq"].as_integer())
+        .where(EventRow.session_id == session_id, ANCHOR_TYPES, EventRow.type == SUMMARY_EVENT)
+        .order_by(EventRow.seq.desc())
+        .limit(1)
+        .scalar_subquery(),
+        0,
+    )
+    kept = _columns().where(
+        EventRow.session_id == session_id,
+        ANCHOR_TYPES,
+        EventRow.type == KNOWLEDGE_EVENT,
+        EventRow.seq <= up_to,
+    )
+    tail = _columns().where(EventRow.session_id == session_id, EventRow.seq > up_to)
+    return union_all(kept, tail).order_by("seq")
 
 
 def _events(conn: Connection, query: Select[Any]) -> list[StoredEvent]:
@@ -404,9 +460,16 @@ def _insert(
 
 def _refuse(conn: Connection, session_id: str, turn_id: str | None, epoch: int | None) -> NoReturn:
     """Why an append matched nothing: no session, or a stale owner of its turn."""
-    if conn.scalar(select(SessionRow.id).where(SessionRow.id == session_id)) is None:
-        raise SessionNotFoundError(f"No session {session_id!r} to append to")
+    found = conn.scalar(select(SessionRow.id).where(SessionRow.id == session_id)) is not None
     current = conn.scalar(select(TurnRow.epoch).where(TurnRow.id == turn_id))
-    raise StaleOwnerError(
+    raise _refusal(session_id, turn_id, epoch, found, current)
+
+
+def _refusal(
+    session_id: str, turn_id: str | None, epoch: int | None, found: bool, current: int | None
+) -> Exception:
+    if not found:
+        return SessionNotFoundError(f"No session {session_id!r} to append to")
+    return StaleOwnerError(
         f"Turn {turn_id!r} is at epoch {current}, not {epoch}: another worker took it over"
     )

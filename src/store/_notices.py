@@ -18,6 +18,7 @@ from sqlalchemy import Index, String, func, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Mapped, mapped_column
 
+from store import _hot_pg as hot_pg
 from store._db import Database
 from store._log import LogNotifier
 from store._log import _notify_others as pg_notify
@@ -84,7 +85,13 @@ class Notices:
                     pg_notify(conn, DELIVERIES_KEY)
             return notice_id, queued
 
-        notice_id, queued = await self._db.run_write(write)
+        async def write_pg(pg: Any) -> tuple[int, int]:  # PostgreSQL's writer: one statement
+            return await hot_pg.publish_notice(
+                pg, key=notice_key(org_id), org_id=org_id, type=type, data=data,
+                deliveries_key=DELIVERIES_KEY, now=utcnow(),
+            )  # fmt: skip
+
+        notice_id, queued = await self._db.run_write(write, pg=write_pg)
         self.notifier.notify(notice_key(org_id))
         if queued:
             self.notifier.notify(DELIVERIES_KEY)

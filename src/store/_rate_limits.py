@@ -70,7 +70,7 @@ class RateLimits:
             )
             .returning(RateWindowRow.count)
         )
-        async with self._db.write() as conn:
+        async with self._db.autocommit() as conn:  # the sweep need not commit with the count
             count = int((await conn.execute(upsert)).scalar_one())
             if count == 1:  # one sweep per key and window, not one per request
                 cutoff = now - timedelta(seconds=max(KEEP_WINDOWS_S, 2 * window_s))

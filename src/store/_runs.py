@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from asyncpg import UniqueViolationError  # type: ignore[import-untyped]
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -39,6 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Mapped, mapped_column
 
 from events import Event
+from store import _hot_pg as hot_pg
 from store._agents import AgentRow, AgentVersionRow
 from store._db import Database
 from store._leases import RUNNING
@@ -397,7 +399,23 @@ class Runs:
         row, running under the worker's lease, and its opening events), in one
         transaction: a claim never exists without its turn. ``RunTakenError`` (nothing
         written) when another worker claimed the run first, or it was cancelled."""
-        claimed = await self._db.run_write(lambda conn: _open_claimed(conn, run_id, opening))
+
+        async def fixed_sql(pg: Any) -> list[StoredEvent] | None:  # PostgreSQL: one statement
+            from store._log import StoredEvent  # an import cycle
+
+            rows = await hot_pg.open_claimed(
+                pg, run_id, opening.session_id, opening.events, turn_id=opening.turn_id,
+                trace_id=opening.trace_id, worker_id=opening.worker_id,
+                lease_until=opening.lease_until, job=opening.job, now=utcnow(),
+            )  # fmt: skip
+            return None if rows is None else [StoredEvent(**row) for row in rows]
+
+        try:
+            claimed = await self._db.run_write(
+                lambda conn: _open_claimed(conn, run_id, opening), pg=fixed_sql
+            )
+        except UniqueViolationError as exc:  # asyncpg's, as SQLAlchemy's elsewhere
+            raise IntegrityError("open_claimed", None, exc) from exc
         if claimed is None:
             raise RunTakenError(run_id)
         self._log.notifier.notify(opening.session_id, claimed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -11,6 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from store import _hot_pg as hot_pg
 from store._db import Database
 from store._log import EventLog
 from store._models import OrgRow, SessionRow, TurnRow, UsageRow, utcnow
@@ -132,7 +134,15 @@ class Sessions:
                 if tuple(held) != owner:
                     raise ValueError(f"Session {session_id!r} exists for another user or agent")
 
-        await self._db.run_write(write)
+        async def write_pg(pg: Any) -> None:  # PostgreSQL's writer: one statement
+            held = await hot_pg.create_session(
+                pg, session_id=session_id, org_id=org_id, user_id=user_id, title=title,
+                agent=agent, now=now,
+            )  # fmt: skip
+            if held is not None and held != owner:
+                raise ValueError(f"Session {session_id!r} exists for another user or agent")
+
+        await self._db.run_write(write, pg=write_pg)
 
     async def get(self, session_id: str) -> SessionRecord | None:
         query = select(*_SESSION_COLUMNS).where(SessionRow.id == session_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import insert, or_, select, update
 from sqlalchemy.dialects.postgresql import Insert as PgInsert
@@ -22,6 +23,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from store import _hot as hot
+from store import _hot_pg as hot_pg
 from store._db import Database
 from store._models import Base, OrgRow, UsageRow, utcnow
 from store._sessions import UsageRecord
@@ -200,7 +202,13 @@ class Spend:
             ).one()
             return DaySpend(int(row[0]), int(row[1]))
 
-        return self._db.write_soon(write)
+        async def write_pg(pg: Any) -> DaySpend | None:
+            after = await hot_pg.settle_usage(
+                pg, _usage_values(usage), day=day, reserved=reserved, per_call=per_call, now=now
+            )
+            return None if after is None else DaySpend(*after)
+
+        return self._db.write_soon(write, pg=write_pg)
 
     async def raise_alert(self, org_id: str, day: date, pct: int) -> int | None:
         """Mark the day's alerts as sent up to ``pct``; returns the level sent before, or

@@ -25,6 +25,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from store import _hot as hot
+from store import _hot_pg as hot_pg
 from store._approvals import ApprovalRow
 from store._db import Database
 from store._models import ToolExecutionRow, utcnow
@@ -181,7 +182,14 @@ class ToolExecutions:
                 )  # fmt: skip
             return None if inserted else self._recorded(conn, turn_id, tool_use_id)
 
-        return await self._db.run_write(write)
+        async def write_pg(pg: Any) -> ToolExecutionRecord | None:
+            met = await hot_pg.start_execution(
+                pg, tool_use_id=tool_use_id, session_id=session_id, turn_id=turn_id,
+                tool=tool, input=input, key=key, now=utcnow(),
+            )  # fmt: skip
+            return None if met is None else ToolExecutionRecord(**met)
+
+        return await self._db.run_write(write, pg=write_pg)
 
     async def record(
         self,
@@ -216,7 +224,14 @@ class ToolExecutions:
                 )  # fmt: skip
             return None if inserted else self._recorded(conn, turn_id, tool_use_id)
 
-        return await self._db.run_write(write)
+        async def write_pg(pg: Any) -> ToolExecutionRecord | None:
+            met = await hot_pg.start_execution(
+                pg, tool_use_id=tool_use_id, session_id=session_id, turn_id=turn_id,
+                tool=tool, input=input, key=key, now=now, ended=hot.Ended(status, output, error),
+            )  # fmt: skip
+            return None if met is None else ToolExecutionRecord(**met)
+
+        return await self._db.run_write(write, pg=write_pg)
 
     async def reopen(self, tool_use_id: str, *, turn_id: str) -> bool:
         """Put a ``failed`` execution back to ``pending`` before running it again (a
@@ -270,7 +285,14 @@ class ToolExecutions:
             ).first()
             return ToolExecutionRecord(**row._asdict()) if row else None
 
-        return await self._db.run_write(write)
+        async def write_pg(pg: Any) -> ToolExecutionRecord | None:
+            settled = await hot_pg.finish_execution(
+                pg, tool_use_id=tool_use_id, turn_id=turn_id, status=status, output=output,
+                error=error, inverse=inverse, now=utcnow(),
+            )  # fmt: skip
+            return None if settled is None else ToolExecutionRecord(**settled)
+
+        return await self._db.run_write(write, pg=write_pg)
 
     async def mark_rejected(
         self,

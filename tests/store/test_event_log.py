@@ -14,7 +14,14 @@ from sqlalchemy.engine import Connection
 
 from bosun.migrate import alembic_config
 from bosun_demo import toolset as demo_toolset
-from events import Done, SessionStarted, TextDelta, UserMessage
+from events import (
+    ContextLoaded,
+    Done,
+    HistorySummarised,
+    SessionStarted,
+    TextDelta,
+    UserMessage,
+)
 from store import SessionNotFoundError, Store
 
 
@@ -181,3 +188,24 @@ async def test_a_resumed_turn_is_held_from_the_statement_that_resumes_it(store: 
 
     assert await store.leases.claim_expired("b:1", 30) == []
     assert (await store.leases.holder(turn_id))[0] == "a:1"
+
+
+async def test_a_turn_reads_the_anchor_the_knowledge_before_it_and_the_tail(store: Store) -> None:
+    """``read_context`` (one statement on PostgreSQL): the latest summary's ``up_to_seq``
+    cuts the log; knowledge before it stays, other events before it do not."""
+    session_id = await _session(store)
+    knowledge = ContextLoaded(source="kb", tokens=3, truncated=False, text="k")
+    before = [UserMessage(text="old", message_id="m1"), knowledge, TextDelta(delta="old")]
+    await store.log.append(session_id, before)
+    first = HistorySummarised(summary="first", up_to_seq=2)
+    await store.log.append(session_id, [first, TextDelta(delta="mid")])
+    latest = HistorySummarised(summary="latest", up_to_seq=4)
+    await store.log.append(session_id, [latest, TextDelta(delta="new")])
+
+    read = await store.log.read_context(session_id)
+    fresh = await store.log.read_context(await _session(store))
+
+    assert [(e.seq, e.type) for e in read] == [
+        (2, "context_loaded"), (5, "text_delta"), (6, "history_summarised"), (7, "text_delta"),
+    ]  # fmt: skip
+    assert read[2].data["summary"] == "latest" and fresh == []

@@ -80,8 +80,10 @@ def test_days_are_stored_as_the_orm_stores_them() -> None:
     assert (as_day(day) if as_day is not None else day) == day.isoformat()
 
 
-async def test_a_settle_on_the_writer_counts_everywhere(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'settle.db'}"
+async def test_a_settle_on_the_writer_counts_everywhere(db_url: str) -> None:
+    """Fixed SQL on both writers (store/_hot.py, store/_hot_pg.py): a call's usage row, the
+    user's and the org's day; a dry run's (``per_call=False``) in the days only."""
+    url = db_url
     await migrate(url, demo=False)
     store = Store(url)
     day = date(2026, 11, 24)
@@ -98,6 +100,8 @@ async def test_a_settle_on_the_writer_counts_everywhere(tmp_path: Path) -> None:
         free = await store.spend.settle(usage(0), day=day)
         await store.spend.reserve("acme", day, 500, 10_000)
         priced = await store.spend.settle(usage(300), day=day, reserved=500)
+        dry_free = await store.spend.settle(usage(0), day=day, per_call=False)
+        dry = await store.spend.settle(usage(100), day=day, per_call=False)
         today = await store.spend.today("acme", day)
         async with store.db.read() as conn:
             rows = (await conn.execute(select(UsageRow.cost_usd_micros))).scalars().all()
@@ -111,9 +115,10 @@ async def test_a_settle_on_the_writer_counts_everywhere(tmp_path: Path) -> None:
             ).one()  # fmt: skip
     finally:
         await store.close()
-    assert free is None and priced == today == DaySpend(300, 0)
+    assert free is None and priced == DaySpend(300, 0)
+    assert dry_free is None and dry == today == DaySpend(400, 0)
     assert sorted(rows) == [0, 300]
-    assert tuple(daily) == (day, 2, 20, 8, 300)
+    assert tuple(daily) == (day, 4, 40, 16, 400)
 
 
 @given(

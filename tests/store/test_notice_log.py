@@ -143,3 +143,41 @@ async def test_failures_in_a_row_open_the_circuit_and_postpone_its_deliveries(
     closed = await hooks.get("acme", hook_id)
     assert closed is not None and not closed.circuit_open(utcnow())
     assert (closed.consecutive_failures, closed.circuit_open_until) == (0, None)
+
+
+async def test_a_notice_is_queued_for_each_enabled_webhook_that_wants_its_type(
+    keyed: Store,
+) -> None:
+    """PostgreSQL queues them in the notice's own statement (store/_hot_pg.py): the same
+    rows as enqueue_deliveries on SQLite."""
+    made = {
+        name: (
+            await keyed.webhooks.create(
+                "acme", url=f"http://127.0.0.1:9/{name}", event_types=types, secret=None, by="a"
+            )
+        )[0].id
+        for name, types in [
+            ("all", []), ("runs", ["run_finished"]), ("costs", ["cost_alert"]), ("off", []),
+            ("open", ["cost_alert", "run_finished"]),
+        ]
+    }  # fmt: skip
+    later = utcnow() + timedelta(minutes=5)
+    async with keyed.db.write() as conn:
+        await conn.execute(
+            update(WebhookRow).where(WebhookRow.id == made["off"]).values(enabled=False)
+        )
+        await conn.execute(
+            update(WebhookRow).where(WebhookRow.id == made["open"]).values(circuit_open_until=later)
+        )
+    before = utcnow()
+    notice_id = await keyed.notices.publish("acme", "run_finished", {"run_id": "r"})
+    queued = {name: await keyed.webhooks.deliveries(hook, limit=5) for name, hook in made.items()}
+
+    assert {name for name, rows in queued.items() if rows} == {"all", "runs", "open"}
+    for rows in (queued["all"], queued["runs"], queued["open"]):
+        [row] = rows
+        assert row.notice_id == notice_id and row.status == "pending" and row.attempts == []
+        assert row.id.startswith("msg_") and len(row.id) == 36
+    assert queued["all"][0].id != queued["runs"][0].id
+    assert before <= queued["all"][0].next_attempt_at <= utcnow()
+    assert queued["open"][0].next_attempt_at == later  # due when its circuit closes

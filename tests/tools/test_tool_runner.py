@@ -729,9 +729,9 @@ class CountedWrites:
         self.count = 0
         real = store.db.run_write
 
-        async def counted(fn: Any) -> Any:
+        async def counted(fn: Any, **pg: Any) -> Any:
             self.count += 1
-            return await real(fn)
+            return await real(fn, **pg)
 
         monkeypatch.setattr(store.db, "run_write", counted)
 
