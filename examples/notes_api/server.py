@@ -53,6 +53,8 @@ class Notes:
     notes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     received: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     refused: list[tuple[str, str, str]] = field(default_factory=list)
+    traceparents: list[str | None] = field(default_factory=list)
+    """The W3C ``traceparent`` of every accepted request: a host continues Bosun's trace."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def identity(self, header: str) -> dict[str, Any]:
@@ -145,6 +147,7 @@ class Handler(BaseHTTPRequestHandler):
             return None
         with notes.lock:
             notes.received.append((self.command, self.path, claims))
+            notes.traceparents.append(self.headers.get("traceparent"))
             failing, notes.failures = notes.failures > 0, max(0, notes.failures - 1)
         time.sleep(notes.delay_s)
         if failing:

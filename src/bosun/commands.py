@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import structlog
 from pydantic import SecretStr, ValidationError
 
+import telemetry
 from bosun import (
     agents_cli,
     budget_report,
@@ -37,7 +39,7 @@ from bosun._dev_key import (
 )
 from bosun._toolsets import Toolset, ToolsetError, installed_toolsets
 from bosun.cli_args import DEV_ORG, DEV_TOOLSET, DEV_USER
-from bosun.log import configure_logging
+from bosun.log import configure_logging, scrub_secrets
 from bosun.settings import UNSAFE_SECRET_HELP, Settings, load_settings
 from bosun.wiring import configured_toolsets
 from providers import ModelSpecError
@@ -156,6 +158,12 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         print(f"bosun serve: {exc}", file=sys.stderr)
         return 2
     _boot.info("toolsets.loaded", toolsets=[t.name for t in toolsets])
+    try:
+        if tracing := telemetry.configure(os.environ, scrub=scrub_secrets):
+            _boot.info("telemetry.on", signals=tracing)  # names and modes: no endpoint, no key
+    except telemetry.TelemetryConfigError as exc:
+        print(f"bosun serve: {exc}", file=sys.stderr)
+        return 2
     if not args.no_migrate:
         asyncio.run(_migrate(settings.database_url, toolsets=toolsets))
     if args.dev:
@@ -166,13 +174,16 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             f"Web chat, signed in: http://{host}:{args.port}/#token={token}{key_note}",
             file=sys.stderr,
         )
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_config=None,
-        timeout_graceful_shutdown=10,
-    )
+    try:
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_config=None,
+            timeout_graceful_shutdown=10,
+        )
+    finally:
+        telemetry.shutdown()  # the last spans and metrics leave before the process does
     return 0
 
 

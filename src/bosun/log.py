@@ -49,6 +49,11 @@ PRIVATE_KEYS = frozenset(
         "cookie",
     }
 )
+CREDENTIAL_KEYS = frozenset(
+    {"token", "access_token", "authorization", "api_key", "jwt_secret", "secret", "password",
+     "cookie"}
+)  # fmt: skip
+"""The private keys that are credentials (the others are user text)."""
 # Bearer tokens, JWTs and provider keys that slip into free-form values.
 _SECRET_PATTERN = re.compile(
     r"((?i:bearer)\s+\S+|eyJ[\w-]+\.[\w-]+\.[\w-]+|\bsk-[\w-]{8,}|\bsk-ant-[\w-]{8,})"
@@ -67,13 +72,22 @@ def _scrub_mapping(data: MutableMapping[str, Any]) -> EventDict:
     }
 
 
-def _scrub_value(value: Any) -> Any:
+def scrub_secrets(value: Any) -> Any:
+    """``value`` with credentials dropped and secrets masked, its text kept: the log's
+    rules for span content the operator opted in to (``telemetry.content``)."""
+    return _scrub_value(value, CREDENTIAL_KEYS)
+
+
+def _scrub_value(value: Any, private: frozenset[str] = PRIVATE_KEYS) -> Any:
     if isinstance(value, str):
         return _SECRET_PATTERN.sub(SCRUBBED, value)
     if isinstance(value, MutableMapping):
-        return _scrub_mapping(value)
+        return {
+            key: SCRUBBED if str(key).lower() in private else _scrub_value(item, private)
+            for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [_scrub_value(v) for v in value]
+        return [_scrub_value(v, private) for v in value]
     return value
 
 

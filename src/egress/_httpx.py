@@ -14,6 +14,7 @@ import httpx
 
 from egress._policy import EgressPolicy
 from egress._resolve import connect_checked
+from telemetry import inject
 
 _SocketOption = Any  # httpcore's SOCKET_OPTION union, passed through unread
 
@@ -66,6 +67,11 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
             keepalive_expiry=5.0,
             network_backend=GuardedBackend(policy),
         )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        inject(request.headers)  # the current span's traceparent, when tracing is on
+        # (httpx2, the MCP SDK's client, gets none: it sends from its connection's task)
+        return await super().handle_async_request(request)
 
 
 def httpx_client(policy: EgressPolicy, **kwargs: Any) -> httpx.AsyncClient:

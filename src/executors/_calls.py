@@ -11,10 +11,12 @@ each extra one gets a ``one_tool_per_turn`` result, so every call still has its 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import assert_never
 
+import telemetry
 from context import artifact_text, fit_text
 from events import AgentMessage, ArtifactSaved, ToolCompleted, ToolStarted
 from events import ToolError as ToolErrorEvent
@@ -124,8 +126,10 @@ async def _suspend(env: StepEnv, calls: Sequence[ToolCall], verdicts: Sequence[V
         needs = None if _extra(env, index) else _needs(env, verdict)
         if needs is not None:
             assert isinstance(verdict, ToolDef)
-            request = _request(env, call, verdict.name)
-            needs = (await env.kit.runner.run(request, env.scope.ctx)).needs
+            with _tool_span(verdict.name, call, verdict) as span:
+                outcome = await env.kit.runner.run(_request(env, call, verdict.name), env.scope.ctx)
+                traced_outcome(span, outcome)
+            needs = outcome.needs
         pending.append(_pending(call, verdict, needs))
     return Suspend(pending=tuple(pending))
 
@@ -245,6 +249,31 @@ def _options(call: ToolCall) -> tuple[str, ...]:
 
 
 async def _execute(state: StepState, env: StepEnv, call: ToolCall, verdict: Verdict) -> ToolOutcome:
+    """``_one`` in the call's ``execute_tool`` span (when tracing is on): the tool, the call
+    id, its category and outcome; a confirmation or pick asked is an event on it."""
+    with _tool_span(_tool_name(state, call), call, verdict) as span:
+        outcome = await _one(state, env, call, verdict)
+        traced_outcome(span, outcome)
+        return outcome
+
+
+@contextlib.contextmanager
+def _tool_span(name: str, call: ToolCall, verdict: Verdict) -> Iterator[telemetry.SpanLike]:
+    """A call's ``execute_tool`` span, current while it runs (its outbound requests carry
+    it); its arguments only when the operator opted in to content capture."""
+    attributes: telemetry.Attributes = {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call.id, "gen_ai.tool.type": "function",
+    }  # fmt: skip
+    if isinstance(verdict, ToolDef):
+        attributes = {**attributes, "bosun.tool.category": verdict.category}
+    with telemetry.span(f"execute_tool {name}", attributes) as span:
+        if (arguments := telemetry.content(call.input)) is not None:
+            span.set_attribute("gen_ai.tool.call.arguments", arguments)
+        yield span
+
+
+async def _one(state: StepState, env: StepEnv, call: ToolCall, verdict: Verdict) -> ToolOutcome:
     """One call: refused by the executor, refused by the runner's check, or run."""
     refusal = _refuse(state, env, call, verdict)
     _started(state, env, call)
@@ -353,3 +382,24 @@ def _result(state: StepState, env: StepEnv, outcome: ToolOutcome) -> ToolResult:
     tags = [artifact_text(e) for e in outcome.events if isinstance(e, ArtifactSaved)]
     content = "\n".join((fitted.text, *tags))
     return ToolResult(tool_use_id=outcome.tool_use_id, content=content, is_error=not outcome.ok)
+
+
+def traced_outcome(span: telemetry.SpanLike, outcome: ToolOutcome) -> None:
+    """What became of a call, on its span: the outcome, the error code (``error.type``),
+    the confirmation or pick it waits for, its output when content capture is on."""
+    if not span.is_recording():
+        return
+    if outcome.needs is not None:
+        span.set_attribute("bosun.tool.outcome", f"needs_{outcome.needs}")
+        span.add_event(f"bosun.{outcome.needs}_requested", {"gen_ai.tool.name": outcome.tool})
+    elif outcome.queued:
+        span.set_attribute("bosun.tool.outcome", "queued_for_approval")
+        span.add_event("bosun.approval_queued", {"gen_ai.tool.name": outcome.tool})
+    elif outcome.ok:
+        span.set_attribute("bosun.tool.outcome", "ok")
+    else:
+        code = outcome.error.code if outcome.error is not None else "failed"
+        span.set_attribute("bosun.tool.outcome", code)
+        telemetry.fail(span, code)
+    if outcome.ok and (result := telemetry.content(outcome.output)) is not None:
+        span.set_attribute("gen_ai.tool.call.result", result)

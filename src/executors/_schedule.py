@@ -8,10 +8,11 @@ suspended. ``step_started``/``step_completed`` bracket each executor.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
+import telemetry
 from context import Item
 from events import StepCompleted, StepError, StepStarted
 from executors._config import Emit, ExecutorKit, StepShare, TurnScope
@@ -137,7 +138,9 @@ class _Run:
             step, kit=self._kit, scope=self._scope, emit=self._emit, data=self._items(step),
             final_answer=self._final_answer, share=self._share,
         )  # fmt: skip
-        self.running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
+        self.running[asyncio.create_task(_traced(step.id, job), name=executor_id(step.id))] = (
+            step.id
+        )
 
     def resume(self, paused: Suspended) -> None:
         step = next(s for s in self.plan.steps if s.id == paused.step_id)
@@ -145,6 +148,7 @@ class _Run:
             step, paused, kit=self._kit, scope=self._scope, emit=self._emit,
             data=self._items(step), final_answer=self._final_answer, share=self._share,
         )  # fmt: skip
+        job = _traced(step.id, job, resumed=True)
         self.running[asyncio.create_task(job, name=executor_id(step.id))] = step.id
 
     async def drive(self, *, cap: int) -> None:
@@ -251,3 +255,25 @@ def _names(ids: list[str]) -> str:
 def _dependency_data(plan: Plan, step: PlannedStep, finished: dict[str, StepResult]) -> list[Item]:
     goals = {s.id: s.goal for s in plan.steps}
     return [dependency_item(d, goals[d], finished[d].summary) for d in step.depends_on]
+
+
+async def _traced(
+    step_id: str, job: Awaitable[StepOutcome], *, resumed: bool = False
+) -> StepOutcome:
+    """``job`` in its step's span; a plan's parallel steps are sibling spans."""
+    with telemetry.span(f"execute_step {step_id}", {"bosun.step.id": step_id}) as span:
+        outcome = await job
+        if span.is_recording():
+            span.set_attribute("bosun.step.resumed", resumed)
+            if isinstance(outcome, Suspended):
+                span.set_attribute("bosun.step.status", "suspended")
+            else:
+                span.set_attributes({
+                    "bosun.step.status": "ok" if outcome.ok else "failed",
+                    "bosun.step.ended": outcome.ended,
+                    "bosun.step.tool_calls": outcome.tool_calls,
+                    "bosun.step.failed_tool_calls": outcome.failed_tool_calls,
+                })  # fmt: skip
+                if not outcome.ok:
+                    telemetry.fail(span, str(outcome.ended))
+        return outcome

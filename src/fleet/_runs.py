@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 
+import telemetry
 from fleet._directory import Agent, AgentDirectory
 from fleet._schedule import GRACE_S, due_tick
 from store import AgentRecord, RunRecord, RunTakenError, Store
@@ -115,16 +116,20 @@ class RunDispatcher:
         if agent.paused:
             raise AgentPausedError(agent.paused_message())
         await self._within_rate(org_id, agent)
-        session_id = await new_session(
-            store, org_id=org_id, user_id=request.user_id, first_message=request.task,
-            agent=agent.handle,
-        )  # fmt: skip
-        run, new = await store.runs.create(
-            id=f"run_{uuid.uuid4().hex}", org_id=org_id, agent=agent.handle,
-            agent_version=agent.version, session_id=session_id, user_id=request.user_id,
-            role=request.role, trigger=request.trigger, task=request.task,
-            context=request.context, idempotency_key=key,
-        )  # fmt: skip
+        attributes = {"gen_ai.agent.name": agent.handle, "bosun.run.trigger": request.trigger}
+        with telemetry.span(f"queue_run {agent.handle}", attributes) as span:
+            session_id = await new_session(
+                store, org_id=org_id, user_id=request.user_id, first_message=request.task,
+                agent=agent.handle,
+            )  # fmt: skip
+            run, new = await store.runs.create(
+                id=f"run_{uuid.uuid4().hex}", org_id=org_id, agent=agent.handle,
+                agent_version=agent.version, session_id=session_id, user_id=request.user_id,
+                role=request.role, trigger=request.trigger, task=request.task,
+                context=request.context, idempotency_key=key,
+                trace_link=telemetry.current_traceparent(),  # the run's trace links here
+            )  # fmt: skip
+            span.set_attribute("bosun.run.id", run.id)
         _log.info("run.queued", run_id=run.id, agent=agent.handle, org_id=org_id)
         return run, new  # queuing it woke the dispatchers (``store.RunWakes``)
 
@@ -312,7 +317,7 @@ class RunDispatcher:
         role: UserRole = run.role  # type: ignore[assignment]
         order = TurnOrder(
             org_id=run.org_id, user_id=run.user_id, role=role,
-            agent=(agent.handle, agent.version),
+            agent=(agent.handle, agent.version), trace_link=run.trace_link,
         )  # fmt: skip
         await self._runner.start(
             order, session_id=run.session_id, text=run_message(run.task, run.context),

@@ -101,6 +101,8 @@ class RunRow(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     claimed_at: Mapped[datetime | None] = mapped_column(default=None)
     cancelled_at: Mapped[datetime | None] = mapped_column(default=None)
+    trace_link: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The ``traceparent`` of the span that queued it, when tracing is on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +124,7 @@ class RunRecord:
     created_at: datetime
     claimed_at: datetime | None
     cancelled_at: datetime | None
+    trace_link: str | None
     status: str
     started_at: datetime | None
     finished_at: datetime | None

@@ -13,6 +13,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 
+import telemetry
 from fleet import (
     MCP_GRANT_PATTERN,
     AgentDirectory,
@@ -52,6 +53,7 @@ from stream._bounds import check_bounds
 from stream._deliveries import DeliveryWorker
 from stream._errors import EXCEPTION_HANDLERS
 from stream._openapi import BodySchemaPlugin, document
+from stream._tracing import traced_requests
 from turn import Keeper, ModelResolver, TurnKit, TurnModels, TurnRunner
 
 ROUTES = [
@@ -162,7 +164,7 @@ def create_app(
         route_handlers=ROUTES,
         state=State({"services": services}),
         dependencies={"services": Provide(lambda: services, sync_to_thread=False, use_cache=True)},
-        middleware=[DefineMiddleware(BearerAuthMiddleware, config=config.tokens)],
+        middleware=[traced_requests, DefineMiddleware(BearerAuthMiddleware, config=config.tokens)],
         exception_handlers=EXCEPTION_HANDLERS,
         before_request=check_bounds,  # path ids and the raw body, before anything is decoded
         plugins=[
@@ -180,7 +182,7 @@ def create_app(
         request_max_body_size=config.max_body_bytes,
         logging_config=None,  # the composition root configures structlog
         on_startup=[workers.start],
-        on_shutdown=[workers.stop],
+        on_shutdown=[workers.stop, telemetry.flush],  # before uvicorn re-raises a SIGTERM
         openapi_config=_openapi_config(version),
     )
     document(app)

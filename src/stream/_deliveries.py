@@ -26,11 +26,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import httpx
 import structlog
 from standardwebhooks.webhooks import Webhook
 
+import telemetry
 from egress import PUBLIC_ONLY, EgressPolicy, EgressRefused, httpx_client
 from store import (
     DELIVERIES_KEY,
@@ -195,6 +197,22 @@ class DeliveryWorker:
             _log.warning("webhook.circuit_open", webhook_id=due.webhook_id, until=opened)
 
     async def _post(self, due: DueDelivery, secret: str) -> AttemptResult:
+        """``_send`` in a ``POST`` client span (when tracing is on), whose ``traceparent``
+        the request carries: a receiver's tracing follows the delivery."""
+        attributes: telemetry.Attributes = {
+            "http.request.method": "POST", "server.address": urlsplit(due.url).hostname or "",
+            "bosun.webhook.id": due.webhook_id, "bosun.delivery.id": due.id,
+            "bosun.delivery.attempt": due.number, "bosun.notice.type": due.notice_type,
+        }  # fmt: skip
+        with telemetry.span("POST", attributes, kind="client") as span:
+            result = await self._send(due, secret)
+            if result.status_code is not None:
+                span.set_attribute("http.response.status_code", result.status_code)
+            if not result.ok:
+                telemetry.fail(span, result.error or str(result.status_code))
+            return result
+
+    async def _send(self, due: DueDelivery, secret: str) -> AttemptResult:
         """One POST; only the status line counts, so the body is never read (a receiver
         that trickles or floods one cannot hold the slot). The whole attempt is bounded."""
         assert self._client is not None, "start() the worker first"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -21,6 +20,7 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap
 
+import telemetry
 from egress import EgressPolicy, EgressRefused, check_url
 from providers import ModelError, ProviderErrorCode
 
@@ -117,10 +117,12 @@ async def check_egress(url: str, policy: EgressPolicy) -> None:
 
 
 def trace_id_of(request: Request[Any, Any, Any]) -> str:
-    """The request's trace id, created on first use and kept in the request state."""
+    """The request's trace id: its ``traceparent``'s (the caller's trace goes on), else a
+    new one; made on first use and kept in the request state."""
     trace_id: str | None = request.state.get("trace_id")
     if trace_id is None:
-        trace_id = uuid.uuid4().hex
+        trace_id = telemetry.trace_id_from(request.headers.get("traceparent"))
+        trace_id = trace_id or telemetry.new_trace_id()
         request.state["trace_id"] = trace_id
     return trace_id
 

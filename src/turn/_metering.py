@@ -33,6 +33,7 @@ from providers import (
     cost_usd_micros,
 )
 from store import DaySpend, Store, UsageRecord, resets_at, utc_day
+from turn._tracing import ChatSpan
 
 _log = structlog.get_logger("bosun.cost")
 UNMETERED = -1
@@ -330,6 +331,9 @@ class MeteredModel:
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         day, reserved = await self._meter.reserve(self._model.name, request)
         completion: Completion | None = None
+        failure: BaseException | None = None
+        traced = ChatSpan(self._model.name, self._role, self._meter.session_id)
+        traced.request(request)
         try:
             async with aclosing(self._model.stream(request)) as items:
                 async for item in items:
@@ -338,10 +342,17 @@ class MeteredModel:
                     yield item
         except ScriptExhaustedError as exc:  # the turn's error names the role that called
             exc.role = exc.role or self._role
+            failure = exc
+            raise
+        except BaseException as exc:
+            if not isinstance(exc, GeneratorExit):  # the caller stopping early is no failure
+                failure = exc
             raise
         finally:
             # Recorded even when the caller is cancelled: the provider charged for it.
-            settling = self._meter.settle(day, reserved, self._meter.tally(self._role, completion))
+            record = self._meter.tally(self._role, completion)
+            traced.end(completion, record, failure)
+            settling = self._meter.settle(day, reserved, record)
             if not self._meter.settles_in_order:
                 await asyncio.shield(settling)
 

@@ -79,6 +79,7 @@ class TurnOrder:
     planner_spec: str | None = None
     agent: tuple[str, int] | None = None
     client: ClientContext | None = None
+    trace_link: str | None = None  # the traceparent of what queued it (a run's trigger)
 
     def job(self) -> dict[str, Any]:
         job: dict[str, Any] = {
@@ -91,6 +92,8 @@ class TurnOrder:
             job["agent"], job["agent_version"] = self.agent
         if self.client is not None and not self.client.empty:
             job["client"] = self.client.to_job()
+        if self.trace_link is not None:
+            job["trace_link"] = self.trace_link
         return job
 
 
@@ -340,6 +343,8 @@ class TurnRunner:
             executor=models.executor,
             timeout_s=self._turn_timeout_s,
             client=ClientContext.from_job(job.get("client")),
+            agent=job.get("agent"),
+            trace_link=job.get("trace_link"),
         )
 
     def fenced(self, turn_ids: set[str]) -> None:

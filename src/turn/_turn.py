@@ -15,6 +15,7 @@ from typing import assert_never
 
 import structlog
 
+import telemetry
 from context import (
     KEEP_LAST,
     ClientContext,
@@ -52,6 +53,7 @@ from turn._forced import forced_plan
 from turn._metering import BudgetExceededError, TurnMeter
 from turn._phases import TurnKit, knowledge, load_picked_sources, plan_events, plan_turn
 from turn._takeover import checkpoint, resets
+from turn._tracing import plan_attributes, turn_attributes
 from turn._work import Ask, Crew, Direct, Fresh, Resumed, TakenOver, Work, start_of
 
 AGENT_DISABLED = (
@@ -104,6 +106,8 @@ class Turn:
     takeover: bool = False  # another worker ran it and died: go on from where its log ends
     epoch: int | None = None  # the turn's ownership epoch this worker writes under
     client: ClientContext | None = None  # where the user is, their locale: every role sees it
+    agent: str | None = None  # the agent profile's handle (none: the server's own)
+    trace_link: str | None = None  # the traceparent of the span that queued it (a run's)
 
 
 async def run_turn(
@@ -126,6 +130,7 @@ async def run_turn(
     with (
         structlog.contextvars.bound_contextvars(**ids, turn_id=turn.turn_id),
         in_conversation(turn.session_id),  # a scripted model's place: the session's own
+        telemetry.root_span(*_root(turn)) as span,  # the trace is the turn's trace_id
     ):
         started = time.perf_counter()
         observe.turn_started(turn, resumed=turn.resume is not None)
@@ -150,6 +155,7 @@ async def run_turn(
             observe.turn_ended(
                 turn, status=status, closing=closing, usage=usage, duration_ms=elapsed_ms
             )
+            _traced_end(span, status, closing, usage)
 
         try:
             closing, status, failed = await _attempt(store, kit, turn, out, meter)
@@ -163,6 +169,35 @@ async def run_turn(
         await _close(out, turn, closing, status, meter, failed)
         ended(status)
         return status
+
+
+def _root(turn: Turn) -> tuple[str, str, telemetry.Attributes, tuple[str, ...]]:
+    """The turn's span: ``invoke_agent {agent}`` in the trace ``turn.trace_id``, linked to
+    what queued it (a background run's trigger)."""
+    agent = turn.agent or "bosun"
+    attributes = turn_attributes(
+        agent, session_id=turn.session_id, turn_id=turn.turn_id, org_id=turn.org_id,
+        resumed=turn.resume is not None, takeover=turn.takeover,
+    )  # fmt: skip
+    links = (turn.trace_link,) if turn.trace_link else ()
+    return f"invoke_agent {agent}", turn.trace_id, attributes, links
+
+
+def _traced_end(
+    span: telemetry.SpanLike, status: TurnStatus, closing: Sequence[Event], usage: Usage
+) -> None:
+    """The turn's end on its span: its status, its cost, the error code it failed with."""
+    if not span.is_recording():
+        return
+    span.set_attributes({
+        "bosun.turn.status": status, "bosun.cost_usd_micros": usage.cost_usd_micros,
+        "gen_ai.usage.input_tokens": usage.input_tokens + usage.cache_read_tokens
+        + usage.cache_write_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+    })  # fmt: skip
+    error = next((e for e in closing if isinstance(e, Error)), None)
+    if status in ("failed", "cancelled"):
+        telemetry.fail(span, error.code if error is not None else status)
 
 
 async def _attempt(
@@ -344,7 +379,10 @@ async def _run(job: _Job) -> Ending:
     first = isinstance(start, Fresh | Direct)  # no attempt of this turn recorded calls before
     ending = await (_execute(job, work, ask, first=first) if runs_steps else _answer(job, ask))
     if turn.summariser is not None and not isinstance(start, Resumed):  # done the first time
-        for event in await _upkeep(store, job.kit, turn, turn.summariser, view):
+        with telemetry.span("compact") as span:
+            upkept = await _upkeep(store, job.kit, turn, turn.summariser, view)
+            span.set_attribute("bosun.events", len(upkept))
+        for event in upkept:
             out.add(event)
     return ending
 
@@ -376,18 +414,22 @@ async def _plan(job: _Job, planner: Model, view: History, log: list[StoredEvent]
     """Plan the turn and load the sources the plan picked, logging both."""
     turn, kit = job.turn, job.kit
     scope = SourceScope(org_id=turn.org_id, user_id=turn.user_id, session_id=turn.session_id)
-    outcome = await plan_turn(
-        kit, planner, turn.text, role=turn.role, view=view, log=log, scope=scope,
-        client=turn.client,
-    )  # fmt: skip
+    with telemetry.span("plan") as span:
+        outcome = await plan_turn(
+            kit, planner, turn.text, role=turn.role, view=view, log=log, scope=scope,
+            client=turn.client,
+        )  # fmt: skip
+        plan = outcome.plan
+        span.set_attributes(plan_attributes(plan.strategy, plan.steps, outcome.attempts))
     if kit.forced:  # the planner picked the sources; the turn is one forced loop
         outcome = replace(outcome, plan=_forced_plan(job, outcome.plan))
     for event in plan_events(outcome, _specs(job)):
         job.out.add(event)
-    loaded = await load_picked_sources(
-        kit, outcome.plan.sources, scope=scope, log=log, counter=kit.counter(job.model),
-        client=turn.client,
-    )  # fmt: skip
+    with telemetry.span("load_context", {"bosun.sources": len(outcome.plan.sources)}):
+        loaded = await load_picked_sources(
+            kit, outcome.plan.sources, scope=scope, log=log, counter=kit.counter(job.model),
+            client=turn.client,
+        )  # fmt: skip
     for event in loaded:
         job.out.add(event)
     return Work(plan=outcome.plan, loaded=tuple(loaded))

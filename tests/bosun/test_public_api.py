@@ -32,6 +32,7 @@ INTERNAL = frozenset(
     {
         "context",
         "egress",
+        "telemetry",
         "events",
         "executors",
         "planner",

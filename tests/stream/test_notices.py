@@ -27,6 +27,7 @@ from test_approvals import CLEANER, models, run_to_end
 from bosun.settings import Settings
 from bosun_demo import seed_demo
 from conftest import DEMO, JWT_SECRET, OPEN_EGRESS, Server, free_port
+from telemetry_testing import tracing
 from turn import TurnModels
 
 OWNER = {"role": "owner"}
@@ -135,6 +136,27 @@ async def test_a_receiver_verifies_the_signature_and_gets_the_third_attempt(db_u
     assert listed.status_code == 200
     assert [h["id"] for h in listed.json()] == [hook["id"]]
     assert "secret" not in listed.json()[0] and hook["secret"] not in listed.text
+
+
+async def test_with_tracing_on_each_attempt_carries_its_spans_traceparent(db_url: str) -> None:
+    with tracing() as spans, receiver([500]) as rx:
+        async with Server(settings_for(db_url, [0.05, 5.0]), TurnModels()) as server:
+            hook = await add_webhook(server, rx.url, event_types=["approval_requested"])
+            await server.store.notices.publish("acme", "approval_requested", APPROVAL)
+            attempts = await asyncio.to_thread(rx.take, 2)
+            await deliveries_until(
+                server, hook["id"], lambda d: d and d[0]["status"] == "delivered"
+            )
+
+    posts = sorted(spans.named("POST"), key=lambda s: s.start_time)
+    sent = [headers["traceparent"].split("-") for _, headers in attempts]
+    assert [(t, p) for _, t, p, _ in sent] == [
+        (f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in posts
+    ]
+    failed, delivered = (dict(s.attributes or {}) for s in posts)
+    assert failed["http.response.status_code"] == 500 and failed["error.type"] == "500"
+    assert delivered["http.response.status_code"] == 200 and "error.type" not in delivered
+    assert delivered["bosun.delivery.attempt"] == 2 and delivered["server.address"] == "127.0.0.1"
 
 
 async def test_a_delivery_fails_once_the_schedule_is_spent(db_url: str) -> None:

@@ -185,7 +185,7 @@ def _run(org: str, agent: str, n: int) -> RunRecord:
     return RunRecord(
         id=f"{org}-{agent}-{n}", org_id=org, agent=agent, agent_version=1, session_id="s",
         turn_id=None, user_id="u", role="member", trigger="api", task="t", context=None,
-        idempotency_key=None, created_at=at, claimed_at=None, cancelled_at=None,
+        idempotency_key=None, created_at=at, claimed_at=None, cancelled_at=None, trace_link=None,
         status="queued", started_at=None, finished_at=None,
     )  # fmt: skip
 

@@ -36,6 +36,7 @@ from events import (
 )
 from providers import Message, ScriptedModel, ToolResult
 from store import StaleOwnerError, Store, StoredEvent, UsageRecord
+from telemetry_testing import tracing
 from tools import ToolCallRequest, ToolContext, ToolRunner
 from turn import TurnKit, TurnModels, TurnOrder, TurnRunner
 from turn._keeper import Keeper
@@ -48,7 +49,9 @@ GOAL = "Create a 30-minute mobility workout"
 CREATE = {"title": "Mobility reset", "duration_min": 30}
 
 
-async def dead_worker_turn(store: Store, *, ran_tool: bool = True) -> tuple[str, str]:
+async def dead_worker_turn(
+    store: Store, *, ran_tool: bool = True, trace_id: str = "trace-1"
+) -> tuple[str, str]:
     """Log what a worker logged before it died mid-step: the tool ran, its result was
     never logged, and the worker's lease ran out."""
     await seed_demo(store, ORG)
@@ -59,7 +62,7 @@ async def dead_worker_turn(store: Store, *, ran_tool: bool = True) -> tuple[str,
         UserMessage(message_id="msg_1", text="a mobility workout please"),
     ]
     await store.log.open_turn(
-        session_id, opening, turn_id=turn_id, trace_id="trace-1", worker_id="dead:1",
+        session_id, opening, turn_id=turn_id, trace_id=trace_id, worker_id="dead:1",
         lease_until=datetime.now(UTC) - timedelta(seconds=1),
         job={"org_id": ORG, "user_id": "ada", "role": "owner", "model": None},
     )  # fmt: skip
@@ -401,3 +404,19 @@ def test_worker_gone_is_sure_or_says_no() -> None:
     assert not worker_gone(f"{host}:{os.getppid()}:abc123")  # alive
     assert not worker_gone(f"elsewhere:{pid}:abc123")  # another host: unknown
     assert not worker_gone("dead:1")
+
+
+async def test_a_takeover_goes_on_in_the_dead_workers_trace(store: Store) -> None:
+    trace_id = uuid.uuid4().hex  # the dead worker's turn was started in this trace
+    _, turn_id = await dead_worker_turn(store, trace_id=trace_id)
+    model = ScriptedModel([{"match": GOAL, "text": "Created 'Mobility reset' (30 min)."}])
+    keeper = worker(store, model, "live:2")
+    with tracing() as spans:
+        await keeper.tick()
+        await keeper._runner.wait(turn_id)
+
+    [root] = [s for s in spans.all() if s.name.startswith("invoke_agent")]
+    assert f"{root.context.trace_id:032x}" == trace_id and root.parent is None
+    assert dict(root.attributes or {})["bosun.turn.takeover"] is True
+    assert dict(root.attributes or {})["bosun.turn.status"] == "completed"
+    assert {f"{s.context.trace_id:032x}" for s in spans.all()} == {trace_id}
