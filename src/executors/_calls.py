@@ -261,6 +261,9 @@ async def _execute(state: StepState, env: StepEnv, call: ToolCall, verdict: Verd
 def _tool_span(name: str, call: ToolCall, verdict: Verdict) -> Iterator[telemetry.SpanLike]:
     """A call's ``execute_tool`` span, current while it runs (its outbound requests carry
     it); its arguments only when the operator opted in to content capture."""
+    if telemetry.STATE.tracer is None:  # off: not even the span's attributes are built
+        yield telemetry.NO_SPAN
+        return
     attributes: telemetry.Attributes = {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
         "gen_ai.tool.call.id": call.id, "gen_ai.tool.type": "function",

@@ -30,7 +30,7 @@ from telemetry._spans import (
     span,
     start,
 )
-from telemetry._state import SEMCONV_VERSION, STATE, TracingState
+from telemetry._state import SEMCONV_VERSION, STATE, TracingState, active
 
 __all__ = [
     "CONTENT",
@@ -41,6 +41,7 @@ __all__ = [
     "SpanLike",
     "TelemetryConfigError",
     "TracingState",
+    "active",
     "configure",
     "content",
     "current_trace_id",

@@ -39,3 +39,8 @@ class TracingState:
 
 
 STATE = TracingState()
+
+
+def active() -> bool:
+    """Whether anything is traced or measured: callers skip building attributes if not."""
+    return STATE.tracer is not None or STATE.duration is not None

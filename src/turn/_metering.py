@@ -19,6 +19,7 @@ from datetime import date, datetime
 
 import structlog
 
+import telemetry
 from events import Usage
 from providers import (
     Completion,
@@ -332,8 +333,10 @@ class MeteredModel:
         day, reserved = await self._meter.reserve(self._model.name, request)
         completion: Completion | None = None
         failure: BaseException | None = None
-        traced = ChatSpan(self._model.name, self._role, self._meter.session_id)
-        traced.request(request)
+        traced = None
+        if telemetry.active():  # off: not even the span's attributes are built
+            traced = ChatSpan(self._model.name, self._role, self._meter.session_id)
+            traced.request(request)
         try:
             async with aclosing(self._model.stream(request)) as items:
                 async for item in items:
@@ -351,7 +354,8 @@ class MeteredModel:
         finally:
             # Recorded even when the caller is cancelled: the provider charged for it.
             record = self._meter.tally(self._role, completion)
-            traced.end(completion, record, failure)
+            if traced is not None:
+                traced.end(completion, record, failure)
             settling = self._meter.settle(day, reserved, record)
             if not self._meter.settles_in_order:
                 await asyncio.shield(settling)
