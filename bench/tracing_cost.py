@@ -10,15 +10,18 @@ as marginal time per tool step = (median run with K steps - median with 1) / (K 
   (the SDK, a ``BatchSpanProcessor``, the OTLP/HTTP protobuf exporter) sending to a
   receiver thread on 127.0.0.1, plus the GenAI metrics.
 * **baseline** (``--baseline REV``): "off" again with REV's source (a temporary ``git
-  worktree``), in a child process each round: tracing off against the code before it.
+  worktree``): tracing off against the code before it.
 
-Rounds interleave the variants; ratios are against **off** from the same run.
+Each round runs every variant once, in a rotated order, each in a fresh child process (so
+they pay the same start-up, and the exporter's thread never slows another variant);
+ratios are against **off** from the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -29,13 +32,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bosun.log import configure_logging
-from peers import Rounds, Variant, build_bosun_turn, measure
+from peers import Rounds, build_bosun_turn, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,96 +65,55 @@ def receiver() -> Iterator[str]:
         server.server_close()
 
 
-if TYPE_CHECKING:  # the baseline's child process imports none of it: REV may not have it
-    import telemetry
-
-
-@dataclass(frozen=True, slots=True)
-class Traced:
-    """``inner`` with tracing set as ``state`` for each of its runs (set outside the timed
-    part: ``BosunTurn.run`` times itself)."""
-
-    inner: Variant
-    state: telemetry.TracingState | None
-
-    async def run(self, k: int) -> float:
-        import telemetry
-
-        fresh = self.state or telemetry.TracingState()
-        for name in telemetry.TracingState.__slots__:
-            setattr(telemetry.STATE, name, getattr(fresh, name))
-        return await self.inner.run(k)
-
-
-def otlp_state(endpoint: str) -> telemetry.TracingState:
-    """Tracing and metrics as ``bosun serve`` configures them from ``OTEL_*``."""
-    import telemetry
-
-    said = telemetry.configure({"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
-    assert said is not None
-    state = telemetry.TracingState()
-    for name in telemetry.TracingState.__slots__:
-        setattr(state, name, getattr(telemetry.STATE, name))
-    return state
-
-
-async def build(
-    stack: AsyncExitStack, workdir: Path, k: int, endpoint: str | None
-) -> dict[str, Variant]:
-    """The variants of this process: off, and otlp when a receiver is given."""
-    variants: dict[str, Variant] = {"off": Traced(await build_bosun_turn(stack, workdir, k), None)}
-    if endpoint is not None:
-        (workdir / "otlp").mkdir()
-        turn = await build_bosun_turn(stack, workdir / "otlp", k)
-        variants["otlp"] = Traced(turn, otlp_state(endpoint))
-    return variants
-
-
-async def rounds_here(args: argparse.Namespace, endpoint: str | None) -> dict[str, Rounds]:
-    """Every round in this process, a baseline child run between rounds when asked."""
-    results: dict[str, Rounds] = {}
-    async with AsyncExitStack() as stack:
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bosun-trace-")))
-        variants = await build(stack, workdir, args.k, endpoint)
-        for index in range(args.rounds):
-            warmup = args.warmup if index == 0 else 0
-            got = await measure(variants, k=args.k, rounds=1, reps=args.reps, warmup=warmup)
-            for name, rounds in got.items():
-                mine = results.setdefault(name, Rounds())
-                mine.one += rounds.one
-                mine.many += rounds.many
-            if args.baseline_src is not None:
-                child = baseline_round(args)
-                mine = results.setdefault("baseline", Rounds())
-                mine.one += child.one
-                mine.many += child.many
-    import telemetry
-
-    telemetry.shutdown()
-    return results
-
-
-def baseline_round(args: argparse.Namespace) -> Rounds:
-    """One round of "off" in a child process over the baseline's source."""
-    env = {**os.environ, "PYTHONPATH": f"{args.baseline_src}/src{os.pathsep}{ROOT / 'bench'}"}
+def child_round(args: argparse.Namespace, variant: str, src: Path) -> Rounds:
+    """One round of ``variant`` in a fresh child process over ``src``: every variant pays
+    the same start-up and runs alone (an exporter thread never slows another variant)."""
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT / 'bench'}"}
+    env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
     command = [
-        sys.executable, __file__, "--child", "--k", str(args.k), "--reps", str(args.reps),
-        "--warmup", str(args.warmup),
+        sys.executable, __file__, "--child", variant, "--k", str(args.k), "--reps",
+        str(args.reps), "--warmup", str(args.warmup),
     ]  # fmt: skip
     shown = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if shown.returncode != 0:
-        raise SystemExit(f"the baseline's round failed:\n{shown.stderr[-2000:]}")
+        raise SystemExit(f"a {variant} round failed:\n{shown.stderr[-2000:]}")
     data = json.loads(shown.stdout.strip().splitlines()[-1])
     return Rounds(one=data["one"], many=data["many"])
 
 
 async def child(args: argparse.Namespace) -> None:
-    """A baseline round: "off" only, its medians as one JSON line."""
-    async with AsyncExitStack() as stack:
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bosun-trace-")))
-        turn = await build_bosun_turn(stack, workdir, args.k)
-        got = await measure({"off": turn}, k=args.k, rounds=1, reps=args.reps, warmup=args.warmup)
-    print(json.dumps({"one": got["off"].one, "many": got["off"].many}))
+    """A round of one variant, its medians as one JSON line: ``off`` (no ``OTEL_*``) or
+    ``otlp`` (configured as ``bosun serve`` does, exporting to a receiver here)."""
+    with contextlib.ExitStack() as exits:
+        if args.child == "otlp":
+            import telemetry
+
+            endpoint = exits.enter_context(receiver())
+            assert telemetry.configure({"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}) is not None
+            exits.callback(telemetry.shutdown)  # after the timing: flushes what is left
+        async with AsyncExitStack() as stack:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bosun-trace-")))
+            turn = await build_bosun_turn(stack, workdir, args.k)
+            got = await measure({"x": turn}, k=args.k, rounds=1, reps=args.reps, warmup=args.warmup)
+    print(json.dumps({"one": got["x"].one, "many": got["x"].many}))
+
+
+def all_rounds(args: argparse.Namespace, baseline: str | None) -> dict[str, Rounds]:
+    """Every variant each round, in a rotated order."""
+    here = ROOT / "src"
+    plan = [("off", "off", here)]
+    if not args.no_otlp:
+        plan.append(("otlp", "otlp", here))
+    if baseline is not None:
+        plan.append(("baseline", "off", Path(baseline) / "src"))
+    results = {name: Rounds() for name, _, _ in plan}
+    for index in range(args.rounds):
+        shift = index % len(plan)
+        for name, variant, src in plan[shift:] + plan[:shift]:
+            got = child_round(args, variant, src)
+            results[name].one += got.one
+            results[name].many += got.many
+    return results
 
 
 @contextmanager
@@ -198,15 +159,14 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="REV", help="also measure REV's code, tracing off")
     parser.add_argument("--no-otlp", action="store_true", help="only off (and the baseline)")
     parser.add_argument("--json", action="store_true", help="only the JSON line")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("off", "otlp"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     configure_logging(fmt="console", level="warning")  # a turn's info lines cost time too
     if args.child:
         asyncio.run(child(args))
         return 0
-    with worktree(args.baseline) as src, receiver() as endpoint:
-        args.baseline_src = src
-        result = report(asyncio.run(rounds_here(args, None if args.no_otlp else endpoint)), args.k)
+    with worktree(args.baseline) as src:
+        result = report(all_rounds(args, src), args.k)
     if not args.json:
         for name, value in result["per_step_us"].items():
             print(f"{name:10} {value:8.1f} us per tool step   rounds {result['rounds_us'][name]}")
