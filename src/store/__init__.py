@@ -20,6 +20,7 @@ from store._approvals import (
 from store._artifacts import ARTIFACT_ID_PATTERN, ArtifactRecord, Artifacts
 from store._audit import AuditEntry, AuditLog
 from store._hooks import AgentHooks
+from store._hot_pg import TurnOpening
 from store._idempotency import IdempotencyClaim
 from store._leases import Claim
 from store._log import (
@@ -47,7 +48,7 @@ from store._org_keys import OrgKeyInfo, OrgKeys, SecretsKeyError
 from store._queue import QueuedTurn, TurnQueue
 from store._rate_limits import TokenSpend
 from store._retention import PruneReport
-from store._runs import RunFigures, RunRecord, Runs, RunTakenError, RunWakes, TurnOpening
+from store._runs import RunFigures, RunRecord, Runs, RunTakenError, RunWakes
 from store._sessions import SessionRecord, TurnRecord, UsageRecord
 from store._spend import DaySpend, resets_at, utc_day
 from store._store import Store

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -106,10 +107,17 @@ async def append(
         args.append(epoch)
     if finish is not None:
         args.append(finish)
-    found = await pg.fetchrow(_APPENDS[epoch is not None, finish is not None], *args)
+    return _numbered(
+        rows, await pg.fetchrow(_APPENDS[epoch is not None, finish is not None], *args)
+    )
+
+
+def _numbered(rows: list[dict[str, Any]], found: Any) -> list[dict[str, Any]] | None:
+    """``rows`` numbered up to the session's new ``last_seq`` (``found``'s first column);
+    ``None`` when the statement wrote nothing (it returned no row)."""
     if found is None:
         return None
-    first = int(found[0]) - len(events) + 1
+    first = int(found[0]) - len(rows) + 1
     for i, row in enumerate(rows):
         row["seq"] = first + i
     return rows
@@ -125,35 +133,6 @@ _OPENED = (
 _OPEN = _with(_BUMP.format(fence=""), _EVENTS, _OPENED, main=_NOTIFY)
 
 
-async def open_turn(
-    pg: Any,
-    session_id: str,
-    events: Sequence[Event],
-    *,
-    turn_id: str,
-    trace_id: str,
-    worker_id: str | None,
-    lease_until: datetime | None,
-    job: dict[str, Any] | None,
-    now: datetime,
-) -> list[dict[str, Any]] | None:
-    """Record a running turn and append its opening events, in one statement; their rows,
-    or ``None`` when there is no such session. A second running turn in the session
-    breaks ``uq_turns_one_running`` (``asyncpg.UniqueViolationError``)."""
-    rows = event_rows(session_id, events, turn_id, 0, now)
-    found = await pg.fetchrow(
-        _OPEN, session_id, len(events), now, turn_id,
-        [r["type"] for r in rows], [r["text"] for r in rows],
-        trace_id, worker_id, lease_until, json_text(job),
-    )  # fmt: skip
-    if found is None:
-        return None
-    first = int(found[0]) - len(events) + 1
-    for i, row in enumerate(rows):
-        row["seq"] = first + i
-    return rows
-
-
 _CLAIMED = (
     "claimed AS (UPDATE runs SET turn_id = $4, claimed_at = $3 WHERE id = $11::varchar "
     "AND turn_id IS NULL AND cancelled_at IS NULL RETURNING id)"
@@ -164,33 +143,37 @@ _OPEN_CLAIMED = _with(
 )  # fmt: skip
 
 
-async def open_claimed(
-    pg: Any,
-    run_id: str,
-    session_id: str,
-    events: Sequence[Event],
-    *,
-    turn_id: str,
-    trace_id: str,
-    worker_id: str | None,
-    lease_until: datetime | None,
-    job: dict[str, Any] | None,
-    now: datetime,
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnOpening:
+    """A turn as it opens: its row's columns and its opening events (a run's turn is
+    opened by the claim: ``Runs.open_claimed``)."""
+
+    session_id: str
+    turn_id: str
+    trace_id: str
+    events: Sequence[Event]
+    worker_id: str | None
+    lease_until: datetime | None
+    job: dict[str, Any] | None
+
+
+async def open_turn(
+    pg: Any, opening: TurnOpening, *, now: datetime, run_id: str | None = None
 ) -> list[dict[str, Any]] | None:
-    """Claim run ``run_id`` for the turn and open that turn, as ``open_turn`` does, in one
-    statement; ``None`` (nothing written) when the run was claimed or cancelled first."""
-    rows = event_rows(session_id, events, turn_id, 0, now)
-    found = await pg.fetchrow(
-        _OPEN_CLAIMED, session_id, len(events), now, turn_id,
+    """Record a running turn and append its opening events, in one statement; their rows,
+    or ``None`` when there is no such session. With ``run_id``, that queued run is claimed
+    for the turn in the same statement, and ``None`` (nothing written) means it was
+    claimed or cancelled first. A second running turn in the session breaks
+    ``uq_turns_one_running`` (``asyncpg.UniqueViolationError``)."""
+    rows = event_rows(opening.session_id, opening.events, opening.turn_id, 0, now)
+    args = [
+        opening.session_id, len(rows), now, opening.turn_id,
         [r["type"] for r in rows], [r["text"] for r in rows],
-        trace_id, worker_id, lease_until, json_text(job), run_id,
-    )  # fmt: skip
-    if found is None:
-        return None
-    first = int(found[0]) - len(events) + 1
-    for i, row in enumerate(rows):
-        row["seq"] = first + i
-    return rows
+        opening.trace_id, opening.worker_id, opening.lease_until, json_text(opening.job),
+    ]  # fmt: skip
+    if run_id is None:
+        return _numbered(rows, await pg.fetchrow(_OPEN, *args))
+    return _numbered(rows, await pg.fetchrow(_OPEN_CLAIMED, *args, run_id))
 
 
 async def session_exists(pg: Any, session_id: str) -> bool:

@@ -284,9 +284,10 @@ class EventLog:
         assert events, "a turn opens with at least one event"
 
         async def write(pg: Any) -> list[StoredEvent]:
-            rows = await hot_pg.open_turn(
-                pg, session_id, events, turn_id=turn_id, now=utcnow(), **turn
+            opening = hot_pg.TurnOpening(
+                session_id=session_id, events=events, turn_id=turn_id, **turn
             )
+            rows = await hot_pg.open_turn(pg, opening, now=utcnow())
             if rows is None:
                 raise SessionNotFoundError(f"No session {session_id!r} to append to")
             return [StoredEvent(**row) for row in rows]

@@ -39,10 +39,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Mapped, mapped_column
 
-from events import Event
 from store import _hot_pg as hot_pg
 from store._agents import AgentRow, AgentVersionRow
 from store._db import Database
+from store._hot_pg import TurnOpening
 from store._leases import RUNNING
 from store._models import (
     Base,
@@ -269,19 +269,6 @@ class RunWakes:
             callback()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnOpening:
-    """A run's turn as it opens: its row's columns and its opening events."""
-
-    session_id: str
-    turn_id: str
-    trace_id: str
-    events: Sequence[Event]
-    worker_id: str
-    lease_until: datetime
-    job: dict[str, Any]
-
-
 class Runs:
     """Repository of the ``runs`` table."""
 
@@ -403,11 +390,7 @@ class Runs:
         async def fixed_sql(pg: Any) -> list[StoredEvent] | None:  # PostgreSQL: one statement
             from store._log import StoredEvent  # an import cycle
 
-            rows = await hot_pg.open_claimed(
-                pg, run_id, opening.session_id, opening.events, turn_id=opening.turn_id,
-                trace_id=opening.trace_id, worker_id=opening.worker_id,
-                lease_until=opening.lease_until, job=opening.job, now=utcnow(),
-            )  # fmt: skip
+            rows = await hot_pg.open_turn(pg, opening, now=utcnow(), run_id=run_id)
             return None if rows is None else [StoredEvent(**row) for row in rows]
 
         try:
