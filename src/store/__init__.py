@@ -10,6 +10,7 @@ them on ``Base``, refer to ``OrgRow`` and stamp times with ``utcnow``.
 from store import _usage_models as _usage_models  # registers the daily roll-ups
 from store._agent_costs import AgentCosts, DayUsage, FiredAlert
 from store._agents import AgentExistsError, AgentRecord, Agents
+from store._appends import SessionNotFoundError, StaleOwnerError, StoredEvent
 from store._approvals import (
     ApprovalMode,
     ApprovalRecord,
@@ -23,13 +24,7 @@ from store._hooks import AgentHooks
 from store._hot_pg import TurnOpening
 from store._idempotency import IdempotencyClaim
 from store._leases import Claim
-from store._log import (
-    EventLog,
-    SessionNotFoundError,
-    StaleOwnerError,
-    StoredEvent,
-    TurnInProgressError,
-)
+from store._log import EventLog, TurnInProgressError
 from store._mcp_toolsets import (
     McpToolsetRecord,
     McpToolsets,

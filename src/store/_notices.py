@@ -19,9 +19,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store import _hot_pg as hot_pg
+from store._appends import LogNotifier
+from store._appends import _notify_others as pg_notify
 from store._db import Database
-from store._log import LogNotifier
-from store._log import _notify_others as pg_notify
 from store._models import Base, BigId, utcnow
 from store._webhook_rows import DELIVERIES_KEY, enqueue_deliveries
 

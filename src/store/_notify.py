@@ -17,8 +17,8 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]  # the driver SQLAlchemy already uses
 import structlog
 
-from store._log import NOTIFY_CHANNEL as CHANNEL
-from store._log import LogNotifier
+from store._appends import NOTIFY_CHANNEL as CHANNEL
+from store._appends import LogNotifier
 from store._runs import RUNS_CHANNEL, RunWakes
 
 RECONNECT_S = 1.0

@@ -23,8 +23,9 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.sql.elements import ColumnElement
 
 from events import Event, SessionStarted, UserMessage
+from store._appends import _insert, _notify_others
 from store._db import Database
-from store._log import EventLog, _insert, _notify_others
+from store._log import EventLog
 from store._models import TurnRow, utcnow
 
 # Literal in the SQL (not bound), so SQLite plans the partial indexes on them.

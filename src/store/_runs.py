@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asyncpg import UniqueViolationError  # type: ignore[import-untyped]
 from sqlalchemy import (
@@ -41,6 +41,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from store import _hot_pg as hot_pg
 from store._agents import AgentRow, AgentVersionRow
+from store._appends import LogNotifier, StoredEvent, _insert, _notify_others
 from store._db import Database
 from store._hot_pg import TurnOpening
 from store._leases import RUNNING
@@ -53,9 +54,6 @@ from store._models import (
     UsageRow,
     utcnow,
 )
-
-if TYPE_CHECKING:  # the log imports the approvals, which import the runs
-    from store._log import EventLog, StoredEvent
 
 RUNS_CHANNEL = "bosun_runs"
 """The PostgreSQL channel notified when a run is queued: it wakes every worker's
@@ -213,7 +211,6 @@ def _paused(conn: Connection, agents: set[tuple[str, str]]) -> set[tuple[str, st
 def _open_claimed(conn: Connection, run_id: str, opening: TurnOpening) -> list[StoredEvent] | None:
     """The claim and its turn, in the caller's transaction; the stored opening events, or
     ``None`` when the run was not waiting any more (then nothing is written)."""
-    from store._log import _insert, _notify_others  # an import cycle
 
     claimed = conn.execute(
         update(RunRow)
@@ -272,9 +269,9 @@ class RunWakes:
 class Runs:
     """Repository of the ``runs`` table."""
 
-    def __init__(self, db: Database, log: EventLog) -> None:
+    def __init__(self, db: Database, notifier: LogNotifier) -> None:
         self._db = db
-        self._log = log
+        self._notifier = notifier  # a claim's opening events wake the session's readers
         self.wakes = RunWakes()
 
     async def create(self, **values: Any) -> tuple[RunRecord, bool]:
@@ -388,8 +385,6 @@ class Runs:
         written) when another worker claimed the run first, or it was cancelled."""
 
         async def fixed_sql(pg: Any) -> list[StoredEvent] | None:  # PostgreSQL: one statement
-            from store._log import StoredEvent  # an import cycle
-
             rows = await hot_pg.open_turn(pg, opening, now=utcnow(), run_id=run_id)
             return None if rows is None else [StoredEvent(**row) for row in rows]
 
@@ -401,7 +396,7 @@ class Runs:
             raise IntegrityError("open_claimed", None, exc) from exc
         if claimed is None:
             raise RunTakenError(run_id)
-        self._log.notifier.notify(opening.session_id, claimed)
+        self._notifier.notify(opening.session_id, claimed)
 
     async def cancel_queued(self, org_id: str, run_id: str) -> bool:
         """Cancel a run no worker has claimed; whether it was still waiting."""

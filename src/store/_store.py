@@ -6,6 +6,7 @@ from sqlalchemy import text
 
 from store._agent_costs import AgentCosts
 from store._agents import Agents
+from store._appends import LogNotifier
 from store._approvals import Approvals
 from store._artifacts import Artifacts
 from store._audit import AuditLog
@@ -13,7 +14,7 @@ from store._db import Database
 from store._hooks import AgentHooks
 from store._idempotency import IdempotencyKeys
 from store._leases import Leases
-from store._log import EventLog, LogNotifier
+from store._log import EventLog
 from store._mcp_toolsets import McpToolsets
 from store._notices import Notices
 from store._notify import PgListener
@@ -54,7 +55,7 @@ class Store:
         self.audit = AuditLog(self.db)
         self.agents = Agents(self.db)
         self.agent_costs = AgentCosts(self.db)
-        self.runs = Runs(self.db, self.log)
+        self.runs = Runs(self.db, self.log.notifier)
         # Other workers' appends wake this process's readers, their queued runs its dispatcher.
         self._listener = PgListener(url, self.log.notifier, self.runs.wakes) if postgres else None
         self.notices = Notices(self.db, self.log.notifier)  # wakes like the log

@@ -19,7 +19,7 @@ from conftest import migrate
 from events import TextDelta, event_data
 from store import DaySpend, Store, StoredEvent, UsageRecord
 from store import _hot as hot
-from store._log import _built
+from store._appends import _built
 from store._models import EventRow, ToolExecutionRow, UsageRow
 from store._tool_executions import _COLUMNS
 from store._usage_models import DailySpendRow, DailyUsageRow

@@ -19,7 +19,7 @@ from conftest import migrate
 from events import TextDelta
 from pg_testing import dsn
 from store import Store
-from store._log import SessionNotFoundError, StaleOwnerError
+from store._appends import SessionNotFoundError, StaleOwnerError
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
 from _pgtrace import WireCounter
