@@ -61,6 +61,7 @@ bench: install-dev
 	$(BIN)/python bench/runs_scale.py  # PostgreSQL rows need BOSUN_TEST_POSTGRES_URL's server (else skipped)
 	$(BIN)/python bench/dispatch_history.py  # likewise
 	$(BIN)/python bench/session_age.py
+	$(BIN)/python bench/tracing_cost.py
 	$(BIN)/python bench/peers.py  # the peers need the bench extra: pip install -e '.[bench]'
 
 clean:
