@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from events import Event, event_data, parse_event
 from store import _hot as hot
+from store._hot_pg import TurnOpening
 from store._models import EventRow, SessionRow, TurnRow, utcnow
 
 NOTIFY_CHANNEL = "bosun_events"
@@ -215,3 +216,18 @@ def _refusal(
     return StaleOwnerError(
         f"Turn {turn_id!r} is at epoch {current}, not {epoch}: another worker took it over"
     )
+
+
+def insert_opening(conn: Connection, opening: TurnOpening) -> list[StoredEvent]:
+    """A turn's opening events, then its running row, in the caller's transaction (SQLite's
+    writer thread, or an async-engine one); the one-running-turn index may refuse the row,
+    and then nothing is written. ``store._hot_pg.open_turn`` is its PostgreSQL statement."""
+    stored = _insert(conn, opening.session_id, opening.events, opening.turn_id)
+    conn.execute(
+        insert(TurnRow).values(
+            id=opening.turn_id, session_id=opening.session_id, trace_id=opening.trace_id,
+            status="running", started_at=utcnow(), worker_id=opening.worker_id,
+            lease_until=opening.lease_until, job=opening.job, first_seq=stored[0].seq,
+        )
+    )  # fmt: skip
+    return stored

@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from asyncpg import UniqueViolationError  # type: ignore[import-untyped]
-from sqlalchemy import CompoundSelect, Select, func, insert, select, union_all, update
+from sqlalchemy import CompoundSelect, Select, func, select, union_all, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -21,6 +21,7 @@ from store._appends import (
     _insert,
     _notify_others,
     _refusal,
+    insert_opening,
 )
 from store._approvals import ApprovalRow
 from store._db import Database
@@ -139,19 +140,15 @@ class EventLog:
         """Record a running turn (held by ``worker_id`` until ``lease_until``) and append its
         opening events, in one transaction; returns them and the turn's epoch (0: new).
         ``TurnInProgressError`` (nothing written) when another turn runs in the session."""
+        opening = hot_pg.TurnOpening(
+            session_id=session_id, events=events, turn_id=turn_id, trace_id=trace_id,
+            worker_id=worker_id, lease_until=lease_until, job=job,
+        )  # fmt: skip
         try:
             if self._db.dialect == "postgresql":
-                stored = await self._open_pg(
-                    session_id, events, turn_id=turn_id, trace_id=trace_id,
-                    worker_id=worker_id, lease_until=lease_until, job=job,
-                )  # fmt: skip
+                stored = await self._open_pg(opening)
             else:  # SQLite: one job of the writer thread (no async-engine transaction)
-                row = {
-                    "id": turn_id, "session_id": session_id, "trace_id": trace_id,
-                    "status": "running", "started_at": utcnow(), "worker_id": worker_id,
-                    "lease_until": lease_until, "job": job,
-                }  # fmt: skip
-                stored = await self._db.run_write(partial(_open, session_id, events, row))
+                stored = await self._db.run_write(partial(insert_opening, opening=opening))
         except (IntegrityError, UniqueViolationError):
             async with self._db.read() as conn:
                 taken = await conn.scalar(select(TurnRow.id).where(TurnRow.id == turn_id))
@@ -162,19 +159,14 @@ class EventLog:
         self.notifier.notify(session_id, stored)
         return stored, 0
 
-    async def _open_pg(
-        self, session_id: str, events: Sequence[Event], *, turn_id: str, **turn: Any
-    ) -> list[StoredEvent]:
+    async def _open_pg(self, opening: hot_pg.TurnOpening) -> list[StoredEvent]:
         """``open_turn`` on PostgreSQL: one statement on the writer's connection."""
-        assert events, "a turn opens with at least one event"
+        assert opening.events, "a turn opens with at least one event"
 
         async def write(pg: Any) -> list[StoredEvent]:
-            opening = hot_pg.TurnOpening(
-                session_id=session_id, events=events, turn_id=turn_id, **turn
-            )
             rows = await hot_pg.open_turn(pg, opening, now=utcnow())
             if rows is None:
-                raise SessionNotFoundError(f"No session {session_id!r} to append to")
+                raise SessionNotFoundError(f"No session {opening.session_id!r} to append to")
             return [StoredEvent(**row) for row in rows]
 
         return await self._db.run_pg(write)
@@ -298,13 +290,3 @@ def _context_query(session_id: str) -> CompoundSelect[Any]:
 
 def _events(conn: Connection, query: Select[Any]) -> list[StoredEvent]:
     return [StoredEvent(**row._asdict()) for row in conn.execute(query.order_by(EventRow.seq))]
-
-
-def _open(
-    session_id: str, events: Sequence[Event], turn: dict[str, Any], conn: Connection
-) -> list[StoredEvent]:
-    """``open_turn``'s transaction on SQLite's writer thread: the opening events, then the
-    running turn's row (the one-running-turn index may refuse it: nothing is written)."""
-    stored = _insert(conn, session_id, events, turn["id"])
-    conn.execute(insert(TurnRow).values(**turn, first_seq=stored[0].seq))
-    return stored

@@ -41,7 +41,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from store import _hot_pg as hot_pg
 from store._agents import AgentRow, AgentVersionRow
-from store._appends import LogNotifier, StoredEvent, _insert, _notify_others
+from store._appends import LogNotifier, StoredEvent, _notify_others, insert_opening
 from store._db import Database
 from store._hot_pg import TurnOpening
 from store._leases import RUNNING
@@ -211,7 +211,6 @@ def _paused(conn: Connection, agents: set[tuple[str, str]]) -> set[tuple[str, st
 def _open_claimed(conn: Connection, run_id: str, opening: TurnOpening) -> list[StoredEvent] | None:
     """The claim and its turn, in the caller's transaction; the stored opening events, or
     ``None`` when the run was not waiting any more (then nothing is written)."""
-
     claimed = conn.execute(
         update(RunRow)
         .where(RunRow.id == run_id, UNCLAIMED)
@@ -220,17 +219,9 @@ def _open_claimed(conn: Connection, run_id: str, opening: TurnOpening) -> list[S
     ).first()
     if claimed is None:
         return None
-    session_id = opening.session_id
-    stored = _insert(conn, session_id, opening.events, opening.turn_id)
-    conn.execute(
-        insert(TurnRow).values(
-            id=opening.turn_id, session_id=session_id, trace_id=opening.trace_id,
-            status="running", started_at=utcnow(), worker_id=opening.worker_id,
-            lease_until=opening.lease_until, job=opening.job, first_seq=stored[0].seq,
-        )
-    )  # fmt: skip
+    stored = insert_opening(conn, opening)
     if conn.dialect.name == "postgresql":
-        _notify_others(conn, session_id)
+        _notify_others(conn, opening.session_id)
     return stored
 
 
