@@ -106,7 +106,7 @@ def attributes(span: Any) -> dict[str, Any]:
     return values
 
 
-def until(check: Any, timeout_s: float = 15.0) -> None:
+def until(check: Any, timeout_s: float = 60.0) -> None:  # a busy 2-core start-up
     deadline = time.monotonic() + timeout_s
     while not check():
         assert time.monotonic() < deadline, "nothing arrived in time"
