@@ -1,6 +1,6 @@
 """Lay a prompt out for provider prompt caching: stable sections first, volatile last.
 
-Order: tools → the agent's identity → static system prompt (+ the abbreviated tool
+Order: tools → the agent's identity (and self block) → static system prompt (+ the abbreviated tool
 listing) → the org/user block (who the call is for, then the agent's user data) →
 session knowledge → conversation → the current task. A provider caches a prefix up to a
 breakpoint, so the layout marks where each stability tier ends, using all 4 marks
@@ -38,8 +38,9 @@ MAX_CACHE_MARKS = 4
 class PromptParts:
     """The sections of one model call, from most to least stable.
 
-    ``identity`` is the agent profile's identity prompt: the first system block, inside
-    the static tier's cached prefix, so it costs no cache mark of its own (empty: none).
+    ``identity`` is the agent profile's identity prompt, then its self block (who it is,
+    what it may use): the first system block, inside the static tier's cached prefix, so
+    it costs no cache mark of its own (empty: none).
     ``tool_listing`` is extra system text about tools (unused by executors, whose granted
     tools are always sent whole); ``caller`` (``caller_block``) and ``user_data`` (the
     profile) form the org/user block, stable for a user across sessions and within a

@@ -38,11 +38,20 @@ from fleet._runs import (
     fair_order,
     run_message,
 )
+from fleet._self import (
+    SELF_BLOCK_TOKENS,
+    AgentSelf,
+    SubscriptionLister,
+    agent_self,
+    no_subscriptions,
+    self_block,
+)
 
 __all__ = [
     "DEFAULT_HANDLE",
     "HANDLE_PATTERN",
     "MCP_GRANT_PATTERN",
+    "SELF_BLOCK_TOKENS",
     "Agent",
     "AgentDirectory",
     "AgentNotFoundError",
@@ -50,6 +59,7 @@ __all__ = [
     "AgentPolicy",
     "AgentProfile",
     "AgentRateLimitedError",
+    "AgentSelf",
     "AgentSetup",
     "AgentUsage",
     "ApprovalAnsweredError",
@@ -65,10 +75,14 @@ __all__ = [
     "ProfileModels",
     "RunDispatcher",
     "RunRequest",
+    "SubscriptionLister",
+    "agent_self",
     "cost_period",
     "covers",
     "default_policy",
     "default_profile",
     "fair_order",
+    "no_subscriptions",
     "run_message",
+    "self_block",
 ]

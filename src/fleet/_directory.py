@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from context import PROFILE_SECTION, Budgets, TokenCounter
 from executors import StepShare
 from fleet._profile import DEFAULT_HANDLE, AgentPolicy, AgentProfile, ProfileError
+from fleet._self import SubscriptionLister, agent_self, no_subscriptions, self_block
 from store import AgentRecord, Store
 from tools import COMMUNICATION_TOOLS, ToolDef, ToolRegistry, communication_tools
 
@@ -81,6 +82,7 @@ class AgentDirectory:
         *,
         mcp: McpPool | None = None,
         openapi: OpenApiProvider | None = None,
+        subscriptions: SubscriptionLister = no_subscriptions,
     ) -> None:
         self._store = store
         self.policy = policy
@@ -88,6 +90,7 @@ class AgentDirectory:
         self._default = Agent(DEFAULT_HANDLE, 0, default)
         self._mcp = mcp  # None: no MCP toolsets on this server (a CLI, a test)
         self._openapi = openapi  # None: no OpenAPI toolsets (a CLI, a test)
+        self._subscriptions = subscriptions  # each agent's, one line each: its self block
 
     async def list(self, org_id: str) -> list[Agent]:
         """The org's agents by handle, the default among them (saved or built in)."""
@@ -154,17 +157,32 @@ class AgentDirectory:
         limits = profile.limits
         kit = replace(
             kit,
-            identity=profile.identity_prompt,
             max_steps=limits.max_steps,
             wall_time_s=limits.wall_time_s,
-            budgets=_with_profile(_room_for(kit.budgets, profile.identity_prompt), profile),
+            budgets=_with_profile(kit.budgets, profile),
             user_data=tuple(profile.user_data),
             capabilities=self.policy.capabilities(profile, background=background),
             turn_budget=_share(kit.turn_budget, limits.max_tool_calls, limits.budget_usd),
         )
         if profile.loop == "forced_tools":
             kit = forced_kit(kit, limits.max_iterations)
-        return AgentSetup(agent, kit, profile.models.specs())
+        return AgentSetup(agent, await self._voiced(kit, org_id, agent), profile.models.specs())
+
+    async def _voiced(self, kit: TurnKit, org_id: str, agent: Agent) -> TurnKit:
+        """``kit`` speaking as ``agent``: its identity prompt, then its self block (who it
+        is, the tools of ``kit`` it may and may not use, its subscriptions), as one text
+        that starts every role's prompt; each role's ``system`` budget grows by it."""
+        me = agent_self(
+            agent.handle,
+            agent.profile.name,
+            tools=kit.tools or ToolRegistry(),
+            capabilities=kit.capabilities,
+            parent=None,  # issue 31 (4): the profile's ``parent`` once profiles have one
+            subscriptions=await self._subscriptions(org_id, agent.handle),
+        )
+        block = self_block(me, counter=_counter())
+        identity = "\n\n".join(t for t in (agent.profile.identity_prompt, block) if t)
+        return replace(kit, identity=identity, budgets=_room_for(kit.budgets, identity))
 
     def setups(self, resolver: ModelResolver) -> TurnSetup:
         """The runner's hook for resumes and takeovers: a recorded job's kit and models,
@@ -246,7 +264,8 @@ def _counter() -> TokenCounter:
 
 def _room_for(budgets: Budgets, identity: str) -> Budgets:
     """``budgets`` with each prompting role's system section grown by the identity's
-    tokens, so an identity never crowds out the role's own instructions."""
+    tokens (the profile's prompt and the self block), so neither crowds out the role's
+    own instructions."""
     if not identity:
         return budgets
     extra = _counter().count(identity)

@@ -42,9 +42,10 @@ _log = structlog.get_logger("bosun.turn")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnKit:
-    """What every turn shares: the catalogue, the budgets and the limits, and the agent
-    profile's ``identity`` prompt (empty: none), which every role's prompt starts with so
-    the planner, the executors and the answer speak as one agent."""
+    """What every turn shares: the catalogue, the budgets and the limits, and the agent's
+    ``identity`` (its profile's identity prompt, then its self block; empty: none), which
+    every role's prompt starts with so the planner, the executors and the answer speak as
+    one agent that knows who it is."""
 
     tools: ToolRegistry | None = None
     sources: SourceRegistry = field(default_factory=SourceRegistry)

@@ -25,6 +25,14 @@ COACH: dict[str, Any] = {
     "tools": ["members.*", "workouts.create"],
 }
 
+COACH_SELF = """<self>
+You are the agent @coach, "Coach". You belong to the organisation (no person owns you).
+Tools you may use: members.get, members.search, workouts.create.
+Tools you may not use: 18 other tools here, not granted to you.
+Your subscriptions (what starts your runs): none.
+</self>"""
+"""What coach knows about itself on the demo toolset (``fleet.self_block``)."""
+
 
 def plan(**fields: Any) -> str:
     return json.dumps({"reasoning": "r", **fields})
@@ -145,7 +153,7 @@ async def test_a_chat_runs_as_its_agent_and_never_sees_ungranted_tools(
             headers=server.auth(role="owner"),
         )
 
-    identity = COACH["identity_prompt"]
+    identity = COACH["identity_prompt"] + "\n\n" + COACH_SELF  # then the instructions
     for request in (*planner_requests, *executor_requests):
         assert request.system[0].text == identity and not request.system[0].cache
         assert any(block.cache for block in request.system[1:])  # inside the cached prefix
