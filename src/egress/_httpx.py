@@ -70,7 +70,8 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         inject(request.headers)  # the current span's traceparent, when tracing is on
-        # (httpx2, the MCP SDK's client, gets none: it sends from its connection's task)
+        # (httpx2, the MCP SDK's client, gets none: it sends from its connection's task,
+        # whose context names no call; MCP calls carry it in their ``_meta`` instead)
         return await super().handle_async_request(request)
 
 

@@ -9,16 +9,23 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import structlog
 from mcp import Client
 from mcp.client import Transport
 from mcp.client.subscriptions import ListenNotSupportedError
-from mcp_types import CallToolResult, Implementation, Tool, ToolListChangedNotification
+from mcp_types import (
+    CallToolResult,
+    Implementation,
+    RequestParamsMeta,
+    Tool,
+    ToolListChangedNotification,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+import telemetry
 from egress import EgressRefused
 from tools._mcp_listing import Overflow, capped
 from tools._mcp_loop import IoLoop
@@ -86,8 +93,10 @@ class Link:
     async def call_tool(
         self, client: Client, name: str, args: dict[str, Any], timeout_s: float
     ) -> CallToolResult:
-        """Call a tool through ``client`` on the I/O loop (cancelled with the caller)."""
-        return await self._io.run(client.call_tool(name, args, read_timeout_seconds=timeout_s))
+        """Call a tool through ``client`` on the I/O loop (cancelled with the caller),
+        carrying the caller's span in its ``_meta`` when tracing is on."""
+        call = client.call_tool(name, args, read_timeout_seconds=timeout_s, meta=_trace_meta())
+        return await self._io.run(call)
 
     # on the I/O loop
 
@@ -194,6 +203,18 @@ class Link:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, ToolListChangedNotification):  # servers before 2026-07-28
             self._inbox.put_nowait("changed")
+
+
+def _trace_meta() -> RequestParamsMeta | None:
+    """The current span's ``traceparent`` (and ``tracestate``) for a request's ``_meta``
+    (SEP-414): read here, in the caller's task, because the SDK sends from the
+    connection's task, whose context names no call. ``None`` when tracing is off, so the
+    request is what it was without tracing."""
+    if telemetry.STATE.tracer is None:
+        return None
+    carrier: dict[str, str] = {}
+    telemetry.inject(carrier)
+    return cast("RequestParamsMeta", carrier) if carrier else None  # an open map of str
 
 
 async def _list_tools(client: Client) -> list[Tool]:

@@ -3,7 +3,9 @@
 Run as a script: over stdio (the default) or streamable HTTP (``--http PORT``, with
 ``--require-header NAME=VALUE`` to refuse requests without that header). Its tickets and
 a record of every call live in a JSON file (``--state PATH`` or ``MCP_TEST_STATE``), so a
-test can check what ran, with which arguments and how often, and the ``pid`` to kill.
+test can check what ran, with which arguments and how often (and the ``traceparent`` in
+the ``_meta`` of ``search_tickets`` and ``create_ticket`` requests), and the ``pid`` to
+kill.
 
 Tools: ``search_tickets`` (read-only), ``create_ticket`` (no annotations: a write),
 ``delete_ticket`` (destructive), ``always_fails`` (an ``isError`` result), ``slowEcho``
@@ -46,9 +48,15 @@ def _save(state: dict[str, Any]) -> None:
     temp.replace(_state_path)
 
 
-def _record(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+def _record(tool: str, args: dict[str, Any], ctx: Context | None = None) -> dict[str, Any]:
+    """Record a call, with the ``traceparent`` its request's ``_meta`` carried (SEP-414)
+    when ``ctx`` is given and it carried one."""
+    call: dict[str, Any] = {"tool": tool, "args": args}
+    meta = ctx.request_context.meta if ctx is not None else None
+    if meta and "traceparent" in meta:
+        call["traceparent"] = meta["traceparent"]
     state = _load()
-    state["calls"].append({"tool": tool, "args": args})
+    state["calls"].append(call)
     _save(state)
     return state
 
@@ -57,15 +65,15 @@ def _record(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     description="Search tickets by words in their title.\nMatches are case-insensitive.",
     annotations=ToolAnnotations(read_only_hint=True),
 )
-def search_tickets(query: str) -> dict[str, Any]:
-    state = _record("search_tickets", {"query": query})
+def search_tickets(query: str, ctx: Context) -> dict[str, Any]:
+    state = _record("search_tickets", {"query": query}, ctx)
     found = [t for t in state["tickets"].values() if query.lower() in t["title"].lower()]
     return {"tickets": found}
 
 
 @server.tool(description="Open a ticket.")
-def create_ticket(title: str, priority: int = 3) -> dict[str, Any]:
-    state = _record("create_ticket", {"title": title, "priority": priority})
+def create_ticket(ctx: Context, title: str, priority: int = 3) -> dict[str, Any]:
+    state = _record("create_ticket", {"title": title, "priority": priority}, ctx)
     ticket = {"id": f"T-{state['next_id']}", "title": title, "priority": priority}
     state["tickets"][ticket["id"]] = ticket
     state["next_id"] += 1
