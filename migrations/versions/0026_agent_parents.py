@@ -18,28 +18,32 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("agents") as batch:
-        batch.add_column(sa.Column("parent", sa.String(length=128), nullable=True))
-    with op.batch_alter_table("notices") as batch:
-        batch.add_column(sa.Column("agent", sa.String(length=64), nullable=True))
+    # Plain ADD COLUMN (no batch rebuild: orgs, notices and webhooks are referenced).
+    op.add_column("agents", sa.Column("parent", sa.String(length=128), nullable=True))
+    op.add_column("notices", sa.Column("agent", sa.String(length=64), nullable=True))
     op.create_index("ix_notices_org_agent", "notices", ["org_id", "agent", "id"])
-    with op.batch_alter_table("webhooks") as batch:
-        batch.add_column(sa.Column("user_id", sa.String(length=128), nullable=True))
-    with op.batch_alter_table("orgs") as batch:
-        batch.add_column(
-            sa.Column(
-                "members_create_agents", sa.Boolean(), nullable=False, server_default=sa.false()
-            )
-        )
+    op.add_column("webhooks", sa.Column("user_id", sa.String(length=128), nullable=True))
+    op.add_column(
+        "orgs",
+        sa.Column("members_create_agents", sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("orgs") as batch:
-        batch.drop_column("members_create_agents")
-    with op.batch_alter_table("webhooks") as batch:
-        batch.drop_column("user_id")
     op.drop_index("ix_notices_org_agent", table_name="notices")
-    with op.batch_alter_table("notices") as batch:
-        batch.drop_column("agent")
-    with op.batch_alter_table("agents") as batch:
-        batch.drop_column("parent")
+    for table, column in (
+        ("orgs", "members_create_agents"),
+        ("webhooks", "user_id"),
+        ("notices", "agent"),
+        ("agents", "parent"),
+    ):
+        _drop(table, column)
+
+
+def _drop(table: str, column: str) -> None:
+    """SQLite's own ``DROP COLUMN``: a batch rebuild would drop a table others reference
+    (orgs; notices and webhooks, whose deliveries cascade), foreign keys on."""
+    if op.get_bind().dialect.name == "sqlite":
+        op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    else:
+        op.drop_column(table, column)
