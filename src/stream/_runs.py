@@ -73,30 +73,33 @@ def limited(exc: AgentRateLimitedError) -> ApiError:
     )  # fmt: skip
 
 
+_EVERY = None
+"""A viewer who sees all of an agent's runs (owners, staff, its parent)."""
+_NOBODY = ""
+"""A viewer who sees none (another member's agent): no run's user id is empty."""
+
+
 async def _viewer(services: Services, principal: Principal, handle: str) -> str | None:
-    """Whose runs of agent ``handle`` the caller sees: ``None`` for all of them (owners,
-    staff, its parent), else their own; 404 if the agent is another member's."""
+    """Whose runs of agent ``handle`` the caller sees: ``_EVERY`` (owners, staff, its
+    parent), ``_NOBODY`` (another member's agent), else their own user id."""
     if principal.sees_whole_org:
-        return None
+        return _EVERY
     try:
         agent = await services.agents.get(principal.org_id, handle)
     except AgentNotFoundError:  # deleted: its history, as before parents
         return principal.user_id
     if not sees_agent(principal, agent):
-        raise ApiError(404, "not_found", f"No agent {handle!r} in this organisation")
-    return None if is_parent(principal, agent) else principal.user_id
+        return _NOBODY
+    return _EVERY if is_parent(principal, agent) else principal.user_id
 
 
 async def _run_or_404(services: Services, principal: Principal, run_id: str) -> RunRecord:
     """The run if the caller may see it; otherwise 404, as ``session_for`` does."""
     run = await services.store.runs.get(principal.org_id, run_id)
-    if run is None:
-        raise ApiError(404, "not_found", f"No run {run_id!r}")
-    try:
-        viewer = await _viewer(services, principal, run.agent)
-    except ApiError:
-        viewer = ""  # another member's agent: none of its runs
-    if viewer is not None and not (run.user_id == viewer and run.trigger == USER_TRIGGER):
+    viewer = _NOBODY if run is None else await _viewer(services, principal, run.agent)
+    if run is None or not (
+        viewer is _EVERY or (run.user_id == viewer and run.trigger == USER_TRIGGER)
+    ):
         raise ApiError(404, "not_found", f"No run {run_id!r}")
     return run
 
@@ -145,6 +148,8 @@ async def list_runs(
     until = utc_instant(before, name="before") if before is not None else None
     store = services.store
     viewer = await _viewer(services, request.user, handle)
+    if viewer == _NOBODY:
+        raise ApiError(404, "not_found", f"No agent {handle!r} in this organisation")
     runs = await store.runs.history(
         request.user.org_id, handle, limit=limit, before=until, triggered_by=viewer
     )
