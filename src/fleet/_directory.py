@@ -18,7 +18,7 @@ from executors import StepShare
 from fleet._profile import DEFAULT_HANDLE, AgentPolicy, AgentProfile, ProfileError
 from fleet._self import SubscriptionLister, agent_self, no_subscriptions, self_block
 from store import AgentRecord, Store
-from tools import COMMUNICATION_TOOLS, ToolDef, ToolRegistry, communication_tools
+from tools import COMMUNICATION_TOOLS, ToolDef, ToolRegistry, UserRole, communication_tools
 
 if TYPE_CHECKING:
     from tools import McpPool, OpenApiProvider
@@ -43,6 +43,20 @@ class Agent:
     updated_at: datetime | None = None
     paused_at: datetime | None = None
     paused_reason: str | None = None
+
+    @property
+    def parent(self) -> str | None:
+        """The user who owns the agent (``None``: the org's agent)."""
+        return self.profile.parent
+
+    def acting_user(self, kind: str) -> tuple[str, UserRole]:
+        """Who a run no person triggered (``kind``: schedule, webhook, an event) acts as:
+        a person-owned agent's parent, as a ``member`` whatever their role (what the
+        agent may do in the background is never more than a member may); an org's agent
+        a made-up ``kind:handle`` user with the staff role, as before parents existed."""
+        if self.parent is not None:
+            return self.parent, "member"
+        return f"{kind}:{self.handle}", "staff"
 
     @property
     def paused(self) -> bool:
@@ -125,6 +139,8 @@ class AgentDirectory:
         await self.check(org_id, profile)
         if create and handle == DEFAULT_HANDLE:
             raise ProfileError("agent_exists", "Every org has a default agent: update it instead")
+        if handle == DEFAULT_HANDLE and profile.parent is not None:
+            raise ProfileError("default_agent", "The default agent is the org's: it has no parent")
         record = await self._store.agents.save(
             org_id, handle, profile.model_dump(mode="json"), by=by, create=create
         )

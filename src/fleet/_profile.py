@@ -231,6 +231,16 @@ class AgentProfile(BaseModel):
             "turn stops, its answer so far kept, and this one runs)."
         ),
     )
+    parent: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description=(
+            "The user of the org who owns the agent: they see and edit it, answer its "
+            "approvals, get its notices, see its runs and costs; other members see none "
+            "of it. Unset: the org's agent (owners and staff manage it)."
+        ),
+    )
     webhook_task: str = Field(
         default="Handle the event in the context.",
         min_length=1,

@@ -27,7 +27,7 @@ from typing import Any
 import structlog
 
 import telemetry
-from fleet._directory import Agent, AgentDirectory
+from fleet._directory import Agent, AgentDirectory, _agent
 from fleet._schedule import GRACE_S, due_tick
 from store import AgentRecord, RunRecord, RunTakenError, Store
 from tools import UserRole
@@ -216,9 +216,10 @@ class RunDispatcher:
         tick = due_tick(str(schedule["cron"]), now)
         if tick is None or (record.org_id, record.handle, tick) in self._skipped:
             return None
+        user_id, role = _agent(record).acting_user("schedule")
         request = RunRequest(
-            org_id=record.org_id, user_id=f"schedule:{record.handle}", role="staff",
-            agent=record.handle, task=str(schedule["task"]), context=schedule.get("context"),
+            org_id=record.org_id, user_id=user_id, role=role, agent=record.handle,
+            task=str(schedule["task"]), context=schedule.get("context"),
             idempotency_key=f"schedule:{tick.isoformat()}", trigger="schedule",
         )  # fmt: skip
         try:

@@ -40,10 +40,11 @@ from store._openapi_toolsets import (
     OpenApiToolsetSpec,
 )
 from store._org_keys import OrgKeyInfo, OrgKeys, SecretsKeyError
+from store._orgs import Orgs, OrgSettings
 from store._queue import QueuedTurn, TurnQueue
 from store._rate_limits import TokenSpend
 from store._retention import PruneReport
-from store._runs import RunFigures, RunRecord, Runs, RunTakenError, RunWakes
+from store._runs import USER_TRIGGER, RunFigures, RunRecord, Runs, RunTakenError, RunWakes
 from store._sessions import SessionRecord, TurnRecord, UsageRecord
 from store._spend import DaySpend, resets_at, utc_day
 from store._store import Store
@@ -66,6 +67,7 @@ __all__ = [
     "DELIVERIES_KEY",
     "NOTICE_TYPES",
     "TOOLSET_NAME_PATTERN",
+    "USER_TRIGGER",
     "AgentCosts",
     "AgentExistsError",
     "AgentHooks",
@@ -106,6 +108,8 @@ __all__ = [
     "OrgKeyInfo",
     "OrgKeys",
     "OrgRow",
+    "OrgSettings",
+    "Orgs",
     "PruneReport",
     "QueuedTurn",
     "RunFigures",

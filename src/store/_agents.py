@@ -36,6 +36,9 @@ class AgentRow(Base):
     # Paused outside the versioned profile (an auto-pause at the cost limit is no version).
     paused_at: Mapped[datetime | None] = mapped_column(default=None)
     paused_reason: Mapped[str | None] = mapped_column(String(32), default=None)
+    # The current version's ``parent`` (a user id), kept in step on every save, so the
+    # queries of who sees what (runs, approvals, notices, webhooks) filter on a column.
+    parent: Mapped[str | None] = mapped_column(String(128), default=None)
 
 
 class AgentVersionRow(Base):
@@ -65,6 +68,7 @@ class AgentRecord:
     updated_at: datetime
     paused_at: datetime | None = None
     paused_reason: str | None = None
+    parent: str | None = None
 
 
 _CURRENT = (
@@ -76,6 +80,7 @@ _CURRENT = (
     AgentRow.updated_at,
     AgentRow.paused_at,
     AgentRow.paused_reason,
+    AgentRow.parent,
 )
 
 
@@ -122,6 +127,20 @@ class Agents:
         row = await self._db.run_read(lambda conn: conn.execute(_GET, params).first())  # every turn
         return AgentRecord(**row._asdict()) if row else None
 
+    async def parented(self, org_id: str, user_id: str) -> tuple[str, ...]:
+        """The handles of the org's agents whose parent is ``user_id``."""
+        query = (
+            select(AgentRow.handle)
+            .where(
+                AgentRow.org_id == org_id,
+                AgentRow.parent == user_id,
+                AgentRow.deleted_at.is_(None),
+            )
+            .order_by(AgentRow.handle)
+        )
+        async with self._db.read() as conn:
+            return tuple((await conn.scalars(query)).all())
+
     async def version(self, org_id: str, handle: str, version: int) -> dict[str, Any] | None:
         """The profile as saved in ``version`` (kept after later versions and deletion)."""
         query = select(AgentVersionRow.profile).where(
@@ -167,11 +186,12 @@ class Agents:
             )
             if row is None or row.deleted_at is not None:  # a new agent: no old webhook
                 await _drop_hook(conn, org_id, handle)
+            parent = profile.get("parent")
             if row is None:
                 await conn.execute(
                     insert(AgentRow).values(
                         org_id=org_id, handle=handle, version=version, created_at=created,
-                        updated_at=now, deleted_at=None,
+                        updated_at=now, deleted_at=None, parent=parent,
                     )
                 )  # fmt: skip
             else:
@@ -185,11 +205,13 @@ class Agents:
                         deleted_at=None,
                         paused_at=paused[0],
                         paused_reason=paused[1],
+                        parent=parent,
                     )
                 )
         return AgentRecord(
             org_id=org_id, handle=handle, version=version, profile=profile,
             created_at=created, updated_at=now, paused_at=paused[0], paused_reason=paused[1],
+            parent=parent,
         )  # fmt: skip
 
     async def delete(self, org_id: str, handle: str) -> bool:

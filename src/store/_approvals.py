@@ -34,6 +34,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
+from store._agents import AgentRow
 from store._db import Database
 from store._models import Base, JSONData, SessionRow, utcnow
 from store._runs import RunRow
@@ -126,6 +127,15 @@ def _agent_of(session_id: str) -> Any:
     return func.coalesce(agent, DEFAULT_AGENT)
 
 
+def _parented(query: Any, parent: str | None) -> Any:
+    """``query`` narrowed to the approvals of agents whose parent is ``parent`` (now)."""
+    if parent is None:
+        return query
+    return query.join(
+        AgentRow, (AgentRow.org_id == ApprovalRow.org_id) & (AgentRow.handle == ApprovalRow.agent)
+    ).where(AgentRow.parent == parent, AgentRow.deleted_at.is_(None))
+
+
 def _pending(approval_id: str) -> ColumnElement[bool]:
     return and_(ApprovalRow.id == approval_id, ApprovalRow.status == "pending")
 
@@ -185,9 +195,11 @@ class Approvals:
         agent: str | None,
         limit: int,
         before: tuple[datetime, str] | None = None,
+        parent: str | None = None,
     ) -> list[ApprovalRecord]:
-        """The org's approvals, newest first; ``before``: after this (requested_at, id)."""
-        query = _records().where(ApprovalRow.org_id == org_id)
+        """The org's approvals, newest first; ``before``: after this (requested_at, id);
+        ``parent``: only those of agents that user parents."""
+        query = _parented(_records().where(ApprovalRow.org_id == org_id), parent)
         if status is not None:
             query = query.where(ApprovalRow.status == status)
         if agent is not None:
@@ -202,13 +214,12 @@ class Approvals:
         async with self._db.read() as conn:
             return [_record(row) for row in await conn.execute(query)]
 
-    async def counts(self, org_id: str) -> dict[str, int]:
-        """How many of the org's approvals are in each status."""
-        query = (
-            select(ApprovalRow.status, func.count())
-            .where(ApprovalRow.org_id == org_id)
-            .group_by(ApprovalRow.status)
-        )
+    async def counts(self, org_id: str, *, parent: str | None = None) -> dict[str, int]:
+        """How many of the org's approvals (``parent``: of agents that user parents) are
+        in each status."""
+        query = _parented(
+            select(ApprovalRow.status, func.count()).where(ApprovalRow.org_id == org_id), parent
+        ).group_by(ApprovalRow.status)
         async with self._db.read() as conn:
             return {status: count for status, count in await conn.execute(query)}
 

@@ -339,16 +339,20 @@ async def create_session(
 _PUBLISH = _with(
     # An org's notice ids commit in order (the lock), so no reader's cursor skips one.
     "locked AS (SELECT pg_advisory_xact_lock(hashtext($1::text)))",
-    "notice AS (INSERT INTO notices (org_id, type, data, created_at) "
-    "SELECT $2::varchar, $3::varchar, $4::jsonb, $5::timestamptz FROM locked RETURNING id)",
+    "notice AS (INSERT INTO notices (org_id, type, data, created_at, agent) "
+    "SELECT $2::varchar, $3::varchar, $4::jsonb, $5::timestamptz, $7::varchar FROM locked "
+    "RETURNING id)",
     # store._webhook_rows.enqueue_deliveries in SQL: every enabled webhook of the org that
-    # wants the type (an empty list wants all), due now or when its open circuit closes.
+    # wants the type (an empty list wants all), due now or when its open circuit closes;
+    # a member's webhook (user_id) only if the notice's agent is one they parent.
     "queued AS (INSERT INTO webhook_deliveries (id, webhook_id, org_id, notice_id, "
     "notice_type, status, attempts, next_attempt_at, created_at, updated_at) "
     "SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), h.id, $2, n.id, $3, "
     "'pending', 0, GREATEST($5, h.circuit_open_until), $5, $5 FROM notice n, webhooks h "
     "WHERE h.org_id = $2 AND h.enabled "
-    "AND (jsonb_array_length(h.event_types) = 0 OR h.event_types ? $3) RETURNING 1)",
+    "AND (jsonb_array_length(h.event_types) = 0 OR h.event_types ? $3) "
+    "AND (h.user_id IS NULL OR h.user_id = (SELECT a.parent FROM agents a "
+    "WHERE a.org_id = $2 AND a.handle = $7 AND a.deleted_at IS NULL)) RETURNING 1)",
     "counted AS (SELECT count(*) AS n FROM queued)",
     main=f"SELECT n.id, c.n, pg_notify('{NOTIFY_CHANNEL}', $1)::text, "  # noqa: S608
     f"CASE WHEN c.n > 0 THEN pg_notify('{NOTIFY_CHANNEL}', $6)::text END "
@@ -365,9 +369,13 @@ async def publish_notice(
     data: dict[str, Any],
     deliveries_key: str,
     now: datetime,
+    agent: str | None = None,
 ) -> tuple[int, int]:
     """``notices.publish`` in one statement: the notice, its webhook deliveries and the
     NOTIFYs of the org's readers (``key``) and, when some were queued, of the delivery
-    workers (``deliveries_key``); the notice's id and how many deliveries were queued."""
-    row = await pg.fetchrow(_PUBLISH, key, org_id, type, json.dumps(data), now, deliveries_key)
+    workers (``deliveries_key``); the notice's id and how many deliveries were queued.
+    ``agent``: the agent the notice is about (its parent's webhooks get it too)."""
+    row = await pg.fetchrow(
+        _PUBLISH, key, org_id, type, json.dumps(data), now, deliveries_key, agent
+    )
     return int(row[0]), int(row[1])

@@ -18,6 +18,7 @@ from sqlalchemy import (
     String,
     TypeDecorator,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -64,6 +65,10 @@ class OrgRow(Base):
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
     tier: Mapped[str] = mapped_column(String(32), default="lite")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # org settings (``store.Orgs``): whether members may create agents of their own
+    members_create_agents: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false()
+    )
 
 
 class SessionRow(Base):

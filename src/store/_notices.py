@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store import _hot_pg as hot_pg
+from store._agents import AgentRow
 from store._appends import LogNotifier
 from store._appends import _notify_others as pg_notify
 from store._db import Database
@@ -38,11 +39,16 @@ def notice_key(org_id: str) -> str:
 
 class NoticeRow(Base):
     __tablename__ = "notices"
-    __table_args__ = (Index("ix_notices_org_id", "org_id", "id"),)
+    __table_args__ = (
+        Index("ix_notices_org_id", "org_id", "id"),
+        Index("ix_notices_org_agent", "org_id", "agent", "id"),  # a parent's notices
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     org_id: Mapped[str] = mapped_column(String(128))
     type: Mapped[str] = mapped_column(String(40))
+    agent: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The agent the notice is about (its ``data["agent"]``): whose parent is told."""
     data: Mapped[dict[str, Any]]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -67,6 +73,8 @@ class Notices:
         """Append a notice and queue its webhook deliveries, in one transaction; wake the
         org's stream readers (and the delivery workers). Returns the notice id."""
         assert type in NOTICE_TYPES, f"unknown notice type {type!r}"
+        about = data.get("agent")
+        agent = about[:64] if isinstance(about, str) else None
         postgres = self._db.dialect == "postgresql"
 
         def write(conn: Connection) -> tuple[int, int]:
@@ -74,11 +82,11 @@ class Notices:
                 lock = func.pg_advisory_xact_lock(func.hashtext(notice_key(org_id)))
                 conn.execute(select(lock))
             now = utcnow()
-            row = {"org_id": org_id, "type": type, "data": data, "created_at": now}
+            row = {"org_id": org_id, "type": type, "agent": agent, "data": data, "created_at": now}
             notice_id = int(
                 conn.execute(insert(NoticeRow).values(**row).returning(NoticeRow.id)).scalar_one()
             )
-            queued = enqueue_deliveries(conn, org_id, notice_id, type, now)
+            queued = enqueue_deliveries(conn, org_id, notice_id, type, now, agent=agent)
             if postgres:
                 pg_notify(conn, notice_key(org_id))
                 if queued:
@@ -88,7 +96,7 @@ class Notices:
         async def write_pg(pg: Any) -> tuple[int, int]:  # PostgreSQL's writer: one statement
             return await hot_pg.publish_notice(
                 pg, key=notice_key(org_id), org_id=org_id, type=type, data=data,
-                deliveries_key=DELIVERIES_KEY, now=utcnow(),
+                deliveries_key=DELIVERIES_KEY, now=utcnow(), agent=agent,
             )  # fmt: skip
 
         notice_id, queued = await self._db.run_write(write, pg=write_pg)
@@ -97,8 +105,12 @@ class Notices:
             self.notifier.notify(DELIVERIES_KEY)
         return notice_id
 
-    async def after(self, org_id: str, after_id: int, limit: int = 100) -> list[NoticeRecord]:
-        """The org's notices with ``id > after_id``, oldest first."""
+    async def after(
+        self, org_id: str, after_id: int, limit: int = 100, *, parent: str | None = None
+    ) -> list[NoticeRecord]:
+        """The org's notices with ``id > after_id``, oldest first; ``parent``: only those
+        about an agent whose parent that user is (now), filtered here so a page stays
+        full and a cursor never skips one."""
         query = (
             select(
                 NoticeRow.id, NoticeRow.org_id, NoticeRow.type, NoticeRow.data, NoticeRow.created_at
@@ -107,6 +119,11 @@ class Notices:
             .order_by(NoticeRow.id)
             .limit(limit)
         )
+        if parent is not None:
+            query = query.join(
+                AgentRow,
+                (AgentRow.org_id == NoticeRow.org_id) & (AgentRow.handle == NoticeRow.agent),
+            ).where(AgentRow.parent == parent, AgentRow.deleted_at.is_(None))
         async with self._db.read() as conn:
             rows = (await conn.execute(query)).all()
         return [NoticeRecord(**row._asdict()) for row in rows]

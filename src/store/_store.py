@@ -20,6 +20,7 @@ from store._notices import Notices
 from store._notify import PgListener
 from store._openapi_toolsets import OpenApiToolsets
 from store._org_keys import OrgKeys, SecretBox
+from store._orgs import Orgs
 from store._queue import TurnQueue
 from store._rate_limits import RateLimits
 from store._retention import Retention
@@ -45,6 +46,7 @@ class Store:
         self.queue = TurnQueue(self.db, self.log)
         box = SecretBox(secrets_key) if secrets_key else None
         self.org_keys = OrgKeys(self.db, box)
+        self.orgs = Orgs(self.db)
         self.hooks = AgentHooks(self.db, box)
         self.tool_executions = ToolExecutions(self.db)
         self.spend = Spend(self.db)

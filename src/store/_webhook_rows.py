@@ -11,6 +11,7 @@ from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Mapped, mapped_column
 
+from store._agents import AgentRow
 from store._models import Base, BigId, JSONData, utcnow
 
 DELIVERIES_KEY = "webhook-deliveries"
@@ -33,6 +34,8 @@ class WebhookRow(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     created_by: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # A member's own endpoint: only notices about agents they parent. None: the org's.
+    user_id: Mapped[str | None] = mapped_column(String(128), default=None)
     # the circuit breaker: failed attempts in a row, and until when deliveries wait
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     circuit_open_until: Mapped[datetime | None] = mapped_column(default=None)
@@ -77,14 +80,28 @@ class AttemptRow(Base):
 
 
 def enqueue_deliveries(
-    conn: Connection, org_id: str, notice_id: int, notice_type: str, now: datetime
+    conn: Connection,
+    org_id: str,
+    notice_id: int,
+    notice_type: str,
+    now: datetime,
+    *,
+    agent: str | None = None,
 ) -> int:
     """Queue the notice for every enabled webhook of the org that wants its type (an empty
-    list of types wants all), due now or when the webhook's open circuit closes; returns
-    how many were queued."""
+    list of types wants all), due now or when the webhook's open circuit closes; a
+    member's webhook only if ``agent`` (what the notice is about) is one they parent.
+    Returns how many were queued."""
+    parent = (
+        select(AgentRow.parent)
+        .where(AgentRow.org_id == org_id, AgentRow.handle == agent, AgentRow.deleted_at.is_(None))
+        .scalar_subquery()
+    )
     hooks = conn.execute(
         select(WebhookRow.id, WebhookRow.event_types, WebhookRow.circuit_open_until).where(
-            WebhookRow.org_id == org_id, WebhookRow.enabled.is_(True)
+            WebhookRow.org_id == org_id,
+            WebhookRow.enabled.is_(True),
+            WebhookRow.user_id.is_(None) | (WebhookRow.user_id == parent),
         )
     ).all()
     rows = [

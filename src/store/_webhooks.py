@@ -60,6 +60,8 @@ class WebhookRecord:
     created_at: datetime
     consecutive_failures: int = 0
     circuit_open_until: datetime | None = None
+    user_id: str | None = None
+    """A member's own webhook (notices about agents they parent); ``None``: the org's."""
 
     def circuit_open(self, now: datetime) -> bool:
         """Whether its deliveries are held back now (the breaker tripped, cool-down on)."""
@@ -98,7 +100,13 @@ _WEBHOOK_COLUMNS = (
     WebhookRow.created_at,
     WebhookRow.consecutive_failures,
     WebhookRow.circuit_open_until,
+    WebhookRow.user_id,
 )
+
+
+def _owned(query: Any, user_id: str | None) -> Any:
+    """``query`` narrowed to ``user_id``'s own webhooks (``None``: every webhook)."""
+    return query if user_id is None else query.where(WebhookRow.user_id == user_id)
 
 
 class Webhooks:
@@ -120,8 +128,10 @@ class Webhooks:
         secret: str | None,
         by: str,
         max_per_org: int | None = None,
+        user_id: str | None = None,
     ) -> tuple[WebhookRecord, str]:
-        """Add an endpoint; returns it and its secret (``secret`` or a new one), once.
+        """Add an endpoint (``user_id``: a member's own); returns it and its secret
+        (``secret`` or a new one), once.
         ``WebhookLimitError`` if the org has ``max_per_org`` already (counted under a lock
         per org on PostgreSQL, and in SQLite's one writer, so racing adds cannot pass it)."""
         box = self._require_box()
@@ -134,6 +144,7 @@ class Webhooks:
             enabled=True,
             created_by=by,
             created_at=utcnow(),
+            user_id=user_id,
         )
         values = {**asdict(record), "secret_enc": box.encrypt(secret)}
         async with self._db.write() as conn:
@@ -155,23 +166,39 @@ class Webhooks:
                 f"{max_per_org}); delete one or point one at a receiver that fans out"
             )
 
-    async def of_org(self, org_id: str) -> list[WebhookRecord]:
-        query = select(*_WEBHOOK_COLUMNS).where(WebhookRow.org_id == org_id)
+    async def of_org(self, org_id: str, *, user_id: str | None = None) -> list[WebhookRecord]:
+        """The org's webhooks (``user_id``: only that member's own)."""
+        query = _owned(select(*_WEBHOOK_COLUMNS).where(WebhookRow.org_id == org_id), user_id)
         async with self._db.read() as conn:
             rows = (await conn.execute(query.order_by(WebhookRow.created_at))).all()
         return [WebhookRecord(**r._asdict()) for r in rows]
 
-    async def get(self, org_id: str, webhook_id: str) -> WebhookRecord | None:
-        query = select(*_WEBHOOK_COLUMNS).where(
-            WebhookRow.org_id == org_id, WebhookRow.id == webhook_id
+    async def get(
+        self, org_id: str, webhook_id: str, *, user_id: str | None = None
+    ) -> WebhookRecord | None:
+        """The webhook (``user_id``: only if it is that member's own)."""
+        query = _owned(
+            select(*_WEBHOOK_COLUMNS).where(
+                WebhookRow.org_id == org_id, WebhookRow.id == webhook_id
+            ),
+            user_id,
         )
         async with self._db.read() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None else WebhookRecord(**row._asdict())
 
-    async def delete(self, org_id: str, webhook_id: str) -> bool:
-        """Remove an endpoint with its deliveries (pending ones are never sent)."""
+    async def delete(self, org_id: str, webhook_id: str, *, user_id: str | None = None) -> bool:
+        """Remove an endpoint with its deliveries (pending ones are never sent);
+        ``user_id``: only if it is that member's own."""
         async with self._db.write() as conn:
+            mine = _owned(
+                select(WebhookRow.id).where(
+                    WebhookRow.org_id == org_id, WebhookRow.id == webhook_id
+                ),
+                user_id,
+            )
+            if await conn.scalar(mine) is None:
+                return False
             await conn.execute(
                 delete(DeliveryRow).where(
                     DeliveryRow.webhook_id == webhook_id, DeliveryRow.org_id == org_id

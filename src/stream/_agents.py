@@ -1,8 +1,14 @@
-"""Agent profiles: members read them, owners and staff write them.
+"""Agent profiles: members read them, owners and staff write them; a person-owned
+agent (``parent``) is its parent's too, and no other member's.
 
 ``PUT`` replaces a whole profile and saves it as the next version; turns and runs record
 the version they ran with. A profile the server's policy refuses is 422 with the code of
 its first problem (``tool_blocked``, ``unknown_tool``, ``model_not_allowed``).
+
+Who may see, edit and answer for an agent is decided here alone (``sees_agent``,
+``is_parent``, ``require_editor``, ``visible_agent``): owners and staff every agent; a
+member the org's agents (to read and use) and the agents they parent (to edit too); an
+agent another member parents is not there for them (404, never 403: handles do not leak).
 """
 
 from __future__ import annotations
@@ -55,6 +61,72 @@ def require_manager(principal: Principal, what: str = "change agents") -> None:
     """403 unless the caller is the org's owner or staff (``what``: what they may do)."""
     if principal.role not in _MANAGERS:
         raise ApiError(403, "forbidden", f"Only owner or staff may {what}")
+
+
+def is_parent(principal: Principal, agent: Agent) -> bool:
+    """Whether the caller owns ``agent`` (its ``parent``)."""
+    return agent.parent is not None and agent.parent == principal.user_id
+
+
+def sees_agent(principal: Principal, agent: Agent) -> bool:
+    """Whether ``agent`` is there for the caller: owners and staff see every agent, anyone
+    the org's agents and those they parent; another member's agent is invisible."""
+    return principal.sees_whole_org or agent.parent is None or is_parent(principal, agent)
+
+
+def require_editor(principal: Principal, agent: Agent) -> None:
+    """404 ``not_found`` unless the caller sees ``agent``; 403 ``forbidden`` unless they
+    may change it (owner, staff, or its parent)."""
+    if not sees_agent(principal, agent):
+        raise _absent(agent.handle)
+    if not (principal.sees_whole_org or is_parent(principal, agent)):
+        raise ApiError(403, "forbidden", "Only owner or staff (or its parent) may change an agent")
+
+
+def _absent(handle: str) -> ApiError:
+    return ApiError(404, "not_found", f"No agent {handle!r} in this organisation")
+
+
+async def visible_agent(services: Services, principal: Principal, handle: str | None) -> Agent:
+    """The org's agent ``handle`` (``None``: its default) if the caller sees it, else 404."""
+    agent = await agent_or_404(services, principal.org_id, handle)
+    if not sees_agent(principal, agent):
+        raise _absent(agent.handle)
+    return agent
+
+
+async def _existing(services: Services, org_id: str, handle: str) -> Agent | None:
+    try:
+        return await services.agents.get(org_id, handle)
+    except AgentNotFoundError:
+        return None
+
+
+async def _owned(
+    services: Services, principal: Principal, profile: AgentProfile, current: Agent | None
+) -> AgentProfile:
+    """``profile`` as the caller may save it: owners and staff set any parent or none; a
+    member edits the agents they parent, creates one only when the org lets members
+    (``members_create_agents``), and their agent always has them as its parent."""
+    if current is not None:
+        require_editor(principal, current)
+    if principal.sees_whole_org:
+        return profile
+    if current is None:
+        settings = await services.store.orgs.settings(principal.org_id)
+        if not settings.members_create_agents:
+            raise ApiError(
+                403, "forbidden",
+                "Members may not create agents in this organisation; an owner may allow it "
+                "(PUT /v1/org/settings members_create_agents)",
+            )  # fmt: skip
+    if profile.parent not in (None, principal.user_id):
+        raise ApiError(
+            403, "forbidden_parent",
+            f"A member's agent has that member as its parent: set parent to "
+            f"{principal.user_id!r} or leave it out (owners and staff may set another)",
+        )  # fmt: skip
+    return profile.model_copy(update={"parent": principal.user_id})
 
 
 def require_chat(agent: Agent, principal: Principal) -> None:
@@ -117,7 +189,8 @@ async def agent_or_404(services: Services, org_id: str, handle: str | None) -> A
 async def _save(
     services: Services, principal: Principal, handle: str, profile: AgentProfile, *, create: bool
 ) -> Agent:
-    require_manager(principal)
+    current = None if create else await _existing(services, principal.org_id, handle)
+    profile = await _owned(services, principal, profile, current)
     try:
         return await services.agents.save(
             principal.org_id, handle, profile, by=principal.user_id, create=create
@@ -129,12 +202,17 @@ async def _save(
         raise ApiError(409, "agent_exists", f"The org already has an agent {handle!r}") from None
 
 
-@get("/v1/agents", summary="The org's agents (the default among them)")
+@get("/v1/agents", summary="The org's agents the caller sees (the default among them)")
 async def list_agents(request: AuthedRequest, services: ServicesDep) -> list[AgentOut]:
-    return [_out(agent) for agent in await services.agents.list(request.user.org_id)]
+    agents = await services.agents.list(request.user.org_id)
+    return [_out(agent) for agent in agents if sees_agent(request.user, agent)]
 
 
-@post("/v1/agents", summary="Create an agent (owner or staff)", status_code=201)
+@post(
+    "/v1/agents",
+    summary="Create an agent (owner or staff; a member when the org allows it)",
+    status_code=201,
+)
 async def create_agent(
     data: JSONBody[AgentCreate], request: AuthedRequest, services: ServicesDep
 ) -> AgentOut:
@@ -146,7 +224,7 @@ async def create_agent(
 async def get_agent(
     handle: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> AgentOut:
-    agent = await agent_or_404(services, request.user.org_id, handle)
+    agent = await visible_agent(services, request.user, handle)
     return _out(agent, await agent_toolsets(services, request.user.org_id, agent.profile))
 
 
@@ -185,6 +263,8 @@ async def get_agent_version(
         agent = await services.agents.at_version(request.user.org_id, handle, version)
     except AgentNotFoundError as exc:
         raise ApiError(404, "not_found", str(exc)) from None
+    if not sees_agent(request.user, agent):
+        raise _absent(handle)
     return _out(agent)
 
 
@@ -192,7 +272,7 @@ async def get_agent_version(
 async def delete_agent(
     handle: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> None:
-    require_manager(request.user)
+    require_editor(request.user, await agent_or_404(services, request.user.org_id, handle))
     try:
         await services.agents.delete(request.user.org_id, handle)
     except ProfileError as exc:
@@ -202,7 +282,9 @@ async def delete_agent(
 
 
 @post(
-    "/v1/agents/{handle:str}/resume", summary="Unpause an agent (owner or staff)", status_code=200
+    "/v1/agents/{handle:str}/resume",
+    summary="Unpause an agent (owner, staff or its parent)",
+    status_code=200,
 )
 async def resume_agent(
     handle: FromPath[str], request: AuthedRequest, services: ServicesDep
@@ -210,7 +292,8 @@ async def resume_agent(
     """Clears the server's pause (its cost limit's) and a profile's ``paused: true`` (by
     saving the next version with ``paused: false``). Publishes no notice."""
     principal = request.user
-    require_manager(principal)
+    if not principal.sees_whole_org:
+        require_editor(principal, await agent_or_404(services, principal.org_id, handle))
     try:
         agent = await services.costs.resume(principal.org_id, handle, by=principal.user_id)
     except AgentNotFoundError as exc:
@@ -288,7 +371,10 @@ def _usage_out(usage: AgentUsage) -> AgentUsageOut:
     )  # fmt: skip
 
 
-@get("/v1/agents/{handle:str}/usage", summary="An agent's model usage and costs (owner or staff)")
+@get(
+    "/v1/agents/{handle:str}/usage",
+    summary="An agent's model usage and costs (owner, staff or its parent)",
+)
 async def agent_usage(
     handle: FromPath[str],
     request: AuthedRequest,
@@ -296,8 +382,12 @@ async def agent_usage(
     days: Annotated[int, int_query(ge=1, le=92, description="Days in the series (UTC).")] = 14,
 ) -> AgentUsageOut:
     principal = request.user
-    if principal.role not in _MANAGERS:
-        raise ApiError(403, "forbidden", "Only owner or staff may read an agent's costs")
+    if not principal.sees_whole_org and not is_parent(
+        principal, await visible_agent(services, principal, handle)
+    ):
+        raise ApiError(
+            403, "forbidden", "Only owner, staff or its parent may read an agent's costs"
+        )
     try:
         usage = await services.costs.usage(principal.org_id, handle, days)
     except AgentNotFoundError as exc:

@@ -1,6 +1,9 @@
 """The approval inbox: every tool call of the org waiting for a person, and the answers.
 
 Owners and staff see them and answer those their agent's ``access.answer`` lets them.
+The parent of a person-owned agent sees and answers that agent's, whatever its
+``access.answer`` says; a member who parents no agent has no inbox (403), and to a member
+an approval of an agent they do not parent is not there (404).
 A deferred call (the run went on with "queued for approval") is answered by the approval
 desk: approved runs it in the background, once. A suspended call (a chat turn waits) is
 answered through the turn's own path, exactly as ``/confirm`` does, so its turn resumes
@@ -22,7 +25,7 @@ from fleet import (
     ApprovalNotFoundError,
 )
 from store import ApprovalRecord, ApprovalStatus, Decision
-from stream._agents import require_answer, session_agent
+from stream._agents import is_parent, require_answer, session_agent
 from stream._agents import require_manager as agents_require_manager
 from stream._api import AuthedRequest, Services, ServicesDep
 from stream._auth import Principal
@@ -80,7 +83,10 @@ def approval_out(approval: ApprovalRecord) -> ApprovalOut:
     return ApprovalOut(**fields, links=links)
 
 
-@get("/v1/approvals", summary="The org's approval inbox, newest first (owner or staff)")
+@get(
+    "/v1/approvals",
+    summary="The approval inbox, newest first (owner or staff; a parent: their agents')",
+)
 async def list_approvals(
     request: AuthedRequest,
     services: ServicesDep,
@@ -96,34 +102,37 @@ async def list_approvals(
     ] = None,
 ) -> ApprovalPage:
     principal = request.user
-    require_manager(principal)
+    parent = await _inbox_of(services, principal)
     store = services.store
     before = None
     if after is not None:
         last = await _approval(services, principal, after)
         before = (last.requested_at, last.id)
     page = await store.approvals.page(
-        principal.org_id, status=status, agent=agent, limit=limit, before=before
+        principal.org_id, status=status, agent=agent, limit=limit, before=before, parent=parent
     )
     return ApprovalPage(
         approvals=[approval_out(a) for a in page],
-        counts=await store.approvals.counts(principal.org_id),
+        counts=await store.approvals.counts(principal.org_id, parent=parent),
         next_after=page[-1].id if len(page) == limit else None,
     )
 
 
-@get("/v1/approvals/{approval_id:str}", summary="One approval (owner or staff)")
+@get(
+    "/v1/approvals/{approval_id:str}",
+    summary="One approval (owner or staff; a parent: their agents')",
+)
 async def approval_detail(
     approval_id: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> ApprovalOut:
-    require_manager(request.user)
+    await _inbox_of(services, request.user)
     return approval_out(await _approval(services, request.user, approval_id))
 
 
 @post(
     "/v1/approvals/{approval_id:str}/approve",
     status_code=200,
-    summary="Approve a waiting call: it runs once (owner or staff)",
+    summary="Approve a waiting call: it runs once (owner, staff or its agent's parent)",
 )
 async def approve(
     approval_id: FromPath[str],
@@ -137,7 +146,7 @@ async def approve(
 @post(
     "/v1/approvals/{approval_id:str}/reject",
     status_code=200,
-    summary="Reject a waiting call: it never runs (owner or staff)",
+    summary="Reject a waiting call: it never runs (owner, staff or its agent's parent)",
 )
 async def reject(
     approval_id: FromPath[str],
@@ -155,10 +164,11 @@ async def _answer(
     decision: Decision,
     data: AnswerIn | None,
 ) -> ApprovalOut:
-    require_manager(principal)
+    await _inbox_of(services, principal)
     approval = await _approval(services, principal, approval_id)
     agent = await session_agent(services, principal.org_id, approval.agent)
-    require_answer(agent, principal, session_user=approval.user_id)
+    if not is_parent(principal, agent):  # its parent answers whatever access.answer says
+        require_answer(agent, principal, session_user=approval.user_id)
     reason = data.reason if data is not None else None
     desk = services.approvals
     try:
@@ -181,12 +191,24 @@ async def _answer(
     return approval_out(await _approval(services, principal, approval_id))
 
 
-def require_manager(principal: Principal) -> None:
-    agents_require_manager(principal, "see and answer approvals")
+async def _inbox_of(services: Services, principal: Principal) -> str | None:
+    """Whose agents' approvals the caller sees: ``None`` for the whole org's (owners and
+    staff), else their own user id (a parent); 403 for a member who parents no agent."""
+    if principal.sees_whole_org:
+        return None
+    if not await services.store.agents.parented(principal.org_id, principal.user_id):
+        agents_require_manager(principal, "see and answer approvals (or the parent of an agent)")
+    return principal.user_id
 
 
 async def _approval(services: Services, principal: Principal, approval_id: str) -> ApprovalRecord:
+    """The approval if the caller sees it (a member: of an agent they parent), else 404."""
     try:
-        return await services.approvals.get(principal.org_id, approval_id)
+        approval = await services.approvals.get(principal.org_id, approval_id)
     except ApprovalNotFoundError as exc:
         raise ApiError(404, "not_found", str(exc)) from None
+    if not principal.sees_whole_org:
+        agent = await session_agent(services, principal.org_id, approval.agent)
+        if not is_parent(principal, agent):
+            raise ApiError(404, "not_found", f"No approval {approval_id!r} in this organisation")
+    return approval

@@ -28,6 +28,7 @@ ErrorCode = Literal[
     "unauthorized",
     "forbidden",
     "forbidden_role",
+    "forbidden_parent",
     "not_found",
     "invalid_request",
     "payload_too_large",

@@ -68,9 +68,10 @@ async def receive_hook(
     context = run_context(body)  # signed, but held to the run API's bounds and text rule
     try:
         agent = await services.agents.get(org, handle)
+        user_id, role = agent.acting_user("webhook")
         run, _ = await services.runs.submit(
             RunRequest(
-                org_id=org, user_id=f"webhook:{handle}", role="staff", agent=agent.handle,
+                org_id=org, user_id=user_id, role=role, agent=agent.handle,
                 task=agent.profile.webhook_task,
                 context=context,
                 idempotency_key=f"webhook:{request.headers['webhook-id'][:180]}",

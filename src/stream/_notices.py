@@ -1,10 +1,15 @@
-"""Org notifications: the org event stream and its outbound webhooks (owner and staff).
+"""Org notifications: the org event stream and its outbound webhooks.
 
 ``GET /v1/events/stream`` tails the org's notice log (``store.notices``) as SSE: ``id`` is
 the notice id, so a client re-attaches with ``Last-Event-ID`` and misses nothing. Without
 a cursor it starts live (after the newest notice); ``after=0`` replays them all. An org
 sees only its own notices. Webhooks (``/v1/webhooks``) get the same notices as signed
 POSTs (``stream._deliveries``); their secrets are shown once, when made.
+
+Owners and staff get every notice, see every webhook, and their webhooks get everything.
+A member who parents an agent gets the notices about the agents they parent (filtered in
+the query, so a cursor stays exact) and keeps webhooks of their own that get only those;
+a member who parents none is refused (403), as before parents existed.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from store import (
     utcnow,
 )
 from stream._agents import require_manager as agents_require_manager
-from stream._api import AuthedRequest, RequestBody, ServicesDep
+from stream._api import AuthedRequest, RequestBody, Services, ServicesDep
 from stream._auth import Principal
 from stream._bounds import event_cursor, int_query
 from stream._errors import ApiError, check_egress
@@ -50,8 +55,14 @@ SECRET_PATTERN = r"^whsec_[A-Za-z0-9+/]{32,86}={0,2}$"  # noqa: S105 (a pattern)
 URL_RE, SECRET_RE = re.compile(URL_PATTERN), re.compile(SECRET_PATTERN)
 
 
-def require_manager(principal: Principal) -> None:
-    agents_require_manager(principal, "see notifications and webhooks")
+async def recipient(services: Services, principal: Principal) -> str | None:
+    """Whose notices the caller gets: ``None`` for the whole org's (owners and staff), else
+    their own user id (a member who parents an agent); 403 for any other member."""
+    if principal.sees_whole_org:
+        return None
+    if not await services.store.agents.parented(principal.org_id, principal.user_id):
+        agents_require_manager(principal, "see notifications and webhooks (or an agent's parent)")
+    return principal.user_id
 
 
 def encode_notice(notice: NoticeRecord) -> bytes:
@@ -70,16 +81,17 @@ def encode_notice(notice: NoticeRecord) -> bytes:
 
 
 async def notice_tail(
-    store: Store, org_id: str, *, after: int, keepalive_s: float
+    store: Store, org_id: str, *, after: int, keepalive_s: float, parent: str | None = None
 ) -> AsyncIterator[bytes]:
-    """Frames for the org's notices after ``after``, live, until the client leaves. A
-    reader registers before it reads, so a notice committed meanwhile still wakes it."""
+    """Frames for the org's notices after ``after`` (``parent``: those about agents that
+    user parents), live, until the client leaves. A reader registers before it reads, so
+    a notice committed meanwhile still wakes it."""
     cursor, idle_s = after, 0.0
     notifier = store.notices.notifier
     with notifier.listen(notice_key(org_id)) as wake:
         while True:
             wake.clear()
-            notices = await store.notices.after(org_id, cursor, limit=500)
+            notices = await store.notices.after(org_id, cursor, limit=500, parent=parent)
             if notices:
                 yield b"".join(encode_notice(n) for n in notices)
                 cursor, idle_s = notices[-1].id, 0.0
@@ -94,7 +106,10 @@ async def notice_tail(
                     yield KEEPALIVE
 
 
-@get("/v1/events/stream", summary="The org's notifications, live (SSE; owner or staff)")
+@get(
+    "/v1/events/stream",
+    summary="The org's notifications, live (SSE; owner or staff; a parent: their agents')",
+)
 async def events_stream(
     request: AuthedRequest,
     services: ServicesDep,
@@ -107,13 +122,14 @@ async def events_stream(
     ] = None,
 ) -> Stream:
     principal = request.user
-    require_manager(principal)
+    parent = await recipient(services, principal)
     cursor = event_cursor(last_event_id) if last_event_id is not None else after
     if cursor is None:  # no cursor: live from now on
         cursor = await services.store.notices.last_id(principal.org_id)
     frames = notice_tail(
-        services.store, principal.org_id, after=cursor, keepalive_s=services.config.keepalive_s
-    )
+        services.store, principal.org_id, after=cursor, keepalive_s=services.config.keepalive_s,
+        parent=parent,
+    )  # fmt: skip
     return Stream(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -231,12 +247,16 @@ def _out(hook: WebhookRecord) -> WebhookOut:
     )
 
 
-@post("/v1/webhooks", status_code=201, summary="Add an outbound webhook (owner or staff)")
+@post(
+    "/v1/webhooks",
+    status_code=201,
+    summary="Add an outbound webhook (owner or staff; a parent: their own)",
+)
 async def create_webhook(
     data: JSONBody[WebhookIn], request: AuthedRequest, services: ServicesDep
 ) -> WebhookCreated:
     principal = request.user
-    require_manager(principal)
+    owner = await recipient(services, principal)
     url, secret = _checked_url(data.url), _checked_secret(data.secret)
     await check_egress(url, services.config.egress)
     try:
@@ -247,6 +267,7 @@ async def create_webhook(
             secret=secret,
             by=principal.user_id,
             max_per_org=services.config.webhook_max_per_org,
+            user_id=owner,
         )
     except SecretsKeyError as exc:
         raise ApiError(400, "invalid_request", str(exc)) from None
@@ -255,18 +276,19 @@ async def create_webhook(
     return WebhookCreated(**_out(hook).model_dump(), secret=secret)
 
 
-@get("/v1/webhooks", summary="The org's outbound webhooks (never their secrets)")
+@get("/v1/webhooks", summary="The org's outbound webhooks (a member: their own; no secrets)")
 async def list_webhooks(request: AuthedRequest, services: ServicesDep) -> list[WebhookOut]:
-    require_manager(request.user)
-    return [_out(h) for h in await services.store.webhooks.of_org(request.user.org_id)]
+    owner = await recipient(services, request.user)
+    hooks = await services.store.webhooks.of_org(request.user.org_id, user_id=owner)
+    return [_out(h) for h in hooks]
 
 
 @delete("/v1/webhooks/{webhook_id:str}", summary="Remove a webhook and its pending deliveries")
 async def delete_webhook(
     webhook_id: FromPath[str], request: AuthedRequest, services: ServicesDep
 ) -> None:
-    require_manager(request.user)
-    if not await services.store.webhooks.delete(request.user.org_id, webhook_id):
+    owner = await recipient(services, request.user)
+    if not await services.store.webhooks.delete(request.user.org_id, webhook_id, user_id=owner):
         raise ApiError(404, "not_found", f"No webhook {webhook_id!r}")
 
 
@@ -280,9 +302,9 @@ async def webhook_deliveries(
     ] = None,
     limit: Annotated[int, int_query(ge=1, le=200, description="At most this many.")] = 50,
 ) -> DeliveryPage:
-    require_manager(request.user)
+    owner = await recipient(services, request.user)
     store = services.store
-    hook = await store.webhooks.get(request.user.org_id, webhook_id)
+    hook = await store.webhooks.get(request.user.org_id, webhook_id, user_id=owner)
     if hook is None:
         raise ApiError(404, "not_found", f"No webhook {webhook_id!r}")
     found = await store.webhooks.deliveries(webhook_id, limit=limit, before=before)

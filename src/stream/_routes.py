@@ -17,7 +17,7 @@ from litestar.response import Stream
 from context import CallDetail, ClientContext, MessageDetail, answer_text, session_messages
 from fleet import DEFAULT_HANDLE, AgentSetup
 from store import IdempotencyClaim, SessionRecord, StoredEvent, TurnInProgressError
-from stream._agents import agent_or_404, require_chat
+from stream._agents import require_chat, visible_agent
 from stream._api import (
     ArtifactRefOut,
     AuthedRequest,
@@ -103,7 +103,7 @@ async def _pick_agent(
             409, "agent_mismatch", f"This session talks to {session.agent or DEFAULT_HANDLE!r}"
         )
     handle = session.agent if session is not None else asked
-    agent = await agent_or_404(services, principal.org_id, handle)
+    agent = await visible_agent(services, principal, handle)
     require_chat(agent, principal)
     if agent.paused:
         raise ApiError(409, "agent_paused", agent.paused_message())

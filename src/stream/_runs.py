@@ -2,7 +2,9 @@
 cancel it. Any member of the org may trigger a run. A run follows its session's rule:
 the one who triggered it, owners and staff see, follow and cancel it; to anyone else it
 is a 404 (ids of others never leak), and a member's list holds their own runs only. A
-schedule's or a webhook's run has no person behind it: owners and staff only."""
+schedule's or a webhook's run has no person behind it: owners and staff only. The parent
+of a person-owned agent sees all of its runs, however started; to other members that
+agent and its runs are not there, even runs they started before it had a parent."""
 
 from __future__ import annotations
 
@@ -24,8 +26,15 @@ from fleet import (
     AgentRateLimitedError,
     RunRequest,
 )
-from store import AuditEntry, RunFigures, RunRecord, StoredEvent, ToolExecutionRecord
-from stream._agents import agent_or_404, require_chat
+from store import (
+    USER_TRIGGER,
+    AuditEntry,
+    RunFigures,
+    RunRecord,
+    StoredEvent,
+    ToolExecutionRecord,
+)
+from stream._agents import is_parent, require_chat, sees_agent, visible_agent
 from stream._api import (
     AuthedRequest,
     RunDetail,
@@ -64,15 +73,33 @@ def limited(exc: AgentRateLimitedError) -> ApiError:
     )  # fmt: skip
 
 
-def _viewer(principal: Principal) -> str | None:
-    """Whose runs ``principal`` may see: ``None`` for the whole org's, else their own."""
-    return None if principal.sees_whole_org else principal.user_id
+_EVERY = None
+"""A viewer who sees all of an agent's runs (owners, staff, its parent)."""
+_NOBODY = ""
+"""A viewer who sees none (another member's agent): no run's user id is empty."""
+
+
+async def _viewer(services: Services, principal: Principal, handle: str) -> str | None:
+    """Whose runs of agent ``handle`` the caller sees: ``_EVERY`` (owners, staff, its
+    parent), ``_NOBODY`` (another member's agent), else their own user id."""
+    if principal.sees_whole_org:
+        return _EVERY
+    try:
+        agent = await services.agents.get(principal.org_id, handle)
+    except AgentNotFoundError:  # deleted: its history, as before parents
+        return principal.user_id
+    if not sees_agent(principal, agent):
+        return _NOBODY
+    return _EVERY if is_parent(principal, agent) else principal.user_id
 
 
 async def _run_or_404(services: Services, principal: Principal, run_id: str) -> RunRecord:
     """The run if the caller may see it; otherwise 404, as ``session_for`` does."""
-    run = await services.store.runs.get(principal.org_id, run_id, triggered_by=_viewer(principal))
-    if run is None:
+    run = await services.store.runs.get(principal.org_id, run_id)
+    viewer = _NOBODY if run is None else await _viewer(services, principal, run.agent)
+    if run is None or not (
+        viewer is _EVERY or (run.user_id == viewer and run.trigger == USER_TRIGGER)
+    ):
         raise ApiError(404, "not_found", f"No run {run_id!r}")
     return run
 
@@ -87,7 +114,7 @@ async def create_run(
 ) -> RunOut:
     principal = request.user
     check_message_length(data.task, services.config.max_message_chars)
-    require_chat(await agent_or_404(services, principal.org_id, handle), principal)
+    require_chat(await visible_agent(services, principal, handle), principal)
     ask = RunRequest(
         org_id=principal.org_id, user_id=principal.user_id, role=principal.role, agent=handle,
         task=data.task, context=data.context, idempotency_key=data.idempotency_key,
@@ -120,8 +147,11 @@ async def list_runs(
 ) -> RunPage:
     until = utc_instant(before, name="before") if before is not None else None
     store = services.store
+    viewer = await _viewer(services, request.user, handle)
+    if viewer == _NOBODY:
+        raise ApiError(404, "not_found", f"No agent {handle!r} in this organisation")
     runs = await store.runs.history(
-        request.user.org_id, handle, limit=limit, before=until, triggered_by=_viewer(request.user)
+        request.user.org_id, handle, limit=limit, before=until, triggered_by=viewer
     )
     figures = await store.runs.figures(runs)
     rows = [

@@ -22,7 +22,7 @@ from typing import Any
 
 from context import abandoned
 from store import SessionRecord, StoredEvent, TurnRecord
-from stream._agents import agent_or_404, require_chat
+from stream._agents import require_chat, visible_agent
 from stream._api import AuthedRequest, ChatRequest, Services
 from stream._auth import Principal
 from stream._bounds import MESSAGE_PATTERN
@@ -102,7 +102,7 @@ async def start_thread_turn(
     new_id = None
     if record is None:  # reserved before the session opens: a retry names the same one
         # A caller the agent will not talk to reserves nothing.
-        agent = await agent_or_404(services, principal.org_id, (options or {}).get("agent"))
+        agent = await visible_agent(services, principal, (options or {}).get("agent"))
         require_chat(agent, principal)
         new_id = await services.store.threads.open(
             principal.org_id, principal.user_id, thread_id, session_id=str(uuid.uuid4())
