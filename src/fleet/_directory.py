@@ -193,7 +193,7 @@ class AgentDirectory:
             agent.profile.name,
             tools=kit.tools or ToolRegistry(),
             capabilities=kit.capabilities,
-            parent=None,  # issue 31 (4): the profile's ``parent`` once profiles have one
+            parent=agent.profile.parent,
             subscriptions=await self._subscriptions(org_id, agent.handle),
         )
         block = self_block(me, counter=_counter())

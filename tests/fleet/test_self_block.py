@@ -183,6 +183,16 @@ async def test_a_saved_agent_speaks_with_its_identity_then_its_self_block(store:
         assert allocated == kit.budgets.for_role(role).tokens("system") + grown, role
 
 
+async def test_a_person_owned_agent_knows_its_parent(store: Store) -> None:
+    agents = directory(store, server_kit())
+
+    owned = COACH.model_copy(update={"parent": "u_sam"})
+    setup = await agents.setup(Agent("coach", 3, owned), org_id=ORG)
+
+    assert "You belong to the user u_sam (your parent)" in setup.kit.identity
+    assert "your parent" not in BLOCK  # an org's agent has none
+
+
 async def test_the_default_agent_has_no_self_block(store: Store) -> None:
     kit = server_kit()
     agents = directory(store, kit)
