@@ -14,7 +14,10 @@ as marginal time per tool step = (median run with K steps - median with 1) / (K 
 
 Each round runs every variant once, in a rotated order, each in a fresh child process (so
 they pay the same start-up, and the exporter's thread never slows another variant);
-ratios are against **off** from the same run.
+ratios are against **off** from the same run. Runs are timed by the child's CPU seconds
+(``--clock cpu``, the default: every thread of it, the exporter's and the SQLite writer's
+too), which other work on a shared machine barely moves; ``--clock wall`` times them by
+the wall clock, which under load swings several-fold from round to round.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import peers
 from bosun.log import configure_logging
 from peers import Rounds, build_bosun_turn, measure
 
@@ -69,10 +74,10 @@ def child_round(args: argparse.Namespace, variant: str, src: Path) -> Rounds:
     """One round of ``variant`` in a fresh child process over ``src``: every variant pays
     the same start-up and runs alone (an exporter thread never slows another variant)."""
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT / 'bench'}"}
-    env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+    env = {k: v for k, v in env.items() if not k.startswith("OTEL_")} | {"PYTHONHASHSEED": "0"}
     command = [
         sys.executable, __file__, "--child", variant, "--k", str(args.k), "--reps",
-        str(args.reps), "--warmup", str(args.warmup),
+        str(args.reps), "--warmup", str(args.warmup), "--clock", args.clock,
     ]  # fmt: skip
     shown = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if shown.returncode != 0:
@@ -84,6 +89,8 @@ def child_round(args: argparse.Namespace, variant: str, src: Path) -> Rounds:
 async def child(args: argparse.Namespace) -> None:
     """A round of one variant, its medians as one JSON line: ``off`` (no ``OTEL_*``) or
     ``otlp`` (configured as ``bosun serve`` does, exporting to a receiver here)."""
+    if args.clock == "cpu":
+        peers.clock = time.process_time
     with contextlib.ExitStack() as exits:
         if args.child == "otlp":
             import telemetry
@@ -134,11 +141,11 @@ def worktree(rev: str | None) -> Iterator[str | None]:
         subprocess.run([git, "-C", str(ROOT), "worktree", "remove", "--force", path], check=False)
 
 
-def report(results: dict[str, Rounds], k: int) -> dict[str, Any]:
+def report(results: dict[str, Rounds], k: int, clock: str) -> dict[str, Any]:
     per_step = {name: statistics.median(r.per_step_us(k)) for name, r in results.items()}
     off = per_step["off"]
     out: dict[str, Any] = {
-        "bench": "tracing_cost", "k": k,
+        "bench": "tracing_cost", "k": k, "clock": clock,
         "per_step_us": {name: round(v, 1) for name, v in per_step.items()},
         "rounds_us": {n: [round(v, 1) for v in r.per_step_us(k)] for n, r in results.items()},
     }  # fmt: skip
@@ -158,6 +165,10 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--baseline", metavar="REV", help="also measure REV's code, tracing off")
     parser.add_argument("--no-otlp", action="store_true", help="only off (and the baseline)")
+    parser.add_argument(
+        "--clock", choices=("cpu", "wall"), default="cpu",
+        help="time runs by the process's CPU seconds (default: steady on a busy machine) or wall",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="only the JSON line")
     parser.add_argument("--child", choices=("off", "otlp"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -166,10 +177,11 @@ def main() -> int:
         asyncio.run(child(args))
         return 0
     with worktree(args.baseline) as src:
-        result = report(all_rounds(args, src), args.k)
+        result = report(all_rounds(args, src), args.k, args.clock)
     if not args.json:
         for name, value in result["per_step_us"].items():
-            print(f"{name:10} {value:8.1f} us per tool step   rounds {result['rounds_us'][name]}")
+            rounds = result["rounds_us"][name]
+            print(f"{name:10} {value:8.1f} us ({args.clock}) per tool step   rounds {rounds}")
         if "ratio_off_to_baseline" in result:
             print(f"off / baseline ({args.baseline}): {result['ratio_off_to_baseline']}")
         if "ratio_otlp_to_off" in result:

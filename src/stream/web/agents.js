@@ -16,6 +16,14 @@ const TOOLSET_TEXT = {
   disabled: "disabled",
   not_connected: "not connected yet",
 };
+const TRIGGER_TEXT = {
+  api: "started by a person",
+  schedule: "on its schedule",
+  webhook: "by its webhook",
+  mention: "mentioned",
+  reply: "a reply to its work",
+  subscription: "a subscribed event",
+};
 const STATUS_TEXT = {
   queued: "Queued",
   running: "Running",
@@ -208,13 +216,14 @@ export class AgentsView {
     const head = h(
       "tr",
       {},
-      ...["Task", "Status", "Work and cost", "Started"].map((text) => h("th", { scope: "col", textContent: text })),
+      ...["Task", "Trigger", "Status", "Work and cost", "Started"].map((text) => h("th", { scope: "col", textContent: text })),
     );
     panel.replaceChildren(
       h("div.agent-head", {}, h("h3", { textContent: `@${handle}` }), edit),
       editorRoot,
       h("section.agent-costs", { id: "agent-costs", "aria-label": "Costs" }),
       h("section.agent-toolsets", { id: "agent-toolsets", "aria-label": "MCP toolsets" }),
+      h("section.agent-subs", { id: "agent-subs", "aria-label": "Subscriptions" }),
       h("h4.runs-title", { textContent: "Runs" }),
       form,
       note,
@@ -223,6 +232,7 @@ export class AgentsView {
     );
     await this.renderCosts(handle);
     await this.renderToolsets(handle);
+    await this.renderSubscriptions(handle);
     await this.refreshRuns();
   }
 
@@ -261,6 +271,56 @@ export class AgentsView {
             }),
           )),
       ),
+    );
+  }
+
+  /** What the agent watches in the host app: each subscription (resource, events) with a
+   * Remove button, and a form to add one, for those who may edit the agent (the server
+   * says 403 to anyone else, and the note shows it). */
+  async renderSubscriptions(handle) {
+    const section = this.root.querySelector("#agent-subs");
+    if (!section) return;
+    const { data, error } = await this.api("GET", `/v1/agents/${handle}/subscriptions`);
+    if (error) {
+      section.replaceChildren();
+      return;
+    }
+    const note = h("p.sub-note", { role: "status" });
+    const items = (data ?? []).map((sub) => {
+      const remove = h("button.sub-remove", { type: "button", textContent: "Remove" });
+      remove.addEventListener("click", async () => {
+        const { error: failed } = await this.api("DELETE", `/v1/agents/${handle}/subscriptions/${sub.id}`);
+        if (failed) note.textContent = `${failed.code}: ${failed.message}`;
+        else await this.renderSubscriptions(handle);
+      });
+      const what = sub.resource_id ? `${sub.resource_type} ${sub.resource_id}` : `every ${sub.resource_type}`;
+      const events = sub.event_types.length ? sub.event_types.join(", ") : "any event";
+      return h("li.sub", { dataset: { subId: sub.id } },
+        h("span", { textContent: `${what} · ${events} ` }), remove);
+    });
+    const type = h("input", { id: "sub-type", type: "text", placeholder: "note", "aria-label": "Resource type" });
+    const id = h("input", { id: "sub-id", type: "text", placeholder: "any", "aria-label": "Resource id (optional)" });
+    const events = h("input", {
+      id: "sub-events", type: "text", placeholder: "commented, updated", "aria-label": "Event types (optional)",
+    });
+    const form = h("form.sub-form", {}, type, id, events,
+      h("button", { type: "submit", textContent: "Subscribe" }));
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const body = {
+        resource_type: type.value.trim(),
+        event_types: events.value.split(",").map((e) => e.trim()).filter(Boolean),
+      };
+      if (id.value.trim()) body.resource_id = id.value.trim();
+      const { error: failed } = await this.api("POST", `/v1/agents/${handle}/subscriptions`, body);
+      if (failed) note.textContent = `${failed.code}: ${failed.message}`;
+      else await this.renderSubscriptions(handle);
+    });
+    section.replaceChildren(
+      h("h5", { textContent: "Subscriptions: what starts it in your app" }),
+      items.length ? h("ul.subs", {}, ...items) : h("p.subs-none", { textContent: "No subscriptions: only mentions, replies to its work and its other triggers start it." }),
+      form,
+      note,
     );
   }
 
@@ -323,6 +383,7 @@ export class AgentsView {
           "tr.run",
           { dataset: { runId: run.run_id, status: run.status } },
           h("td.run-task", { textContent: run.task }),
+          h("td.run-trigger", { textContent: TRIGGER_TEXT[run.trigger] ?? run.trigger }),
           h("td.run-status", { textContent: STATUS_TEXT[run.status] ?? run.status }),
           h("td.run-figures", {
             textContent: `${plural(run.steps, "step")} · ${plural(run.tool_calls, "tool call")} · $${(run.cost_usd_micros / 1e6).toFixed(4)}`,
@@ -362,6 +423,9 @@ export class AgentsView {
     const live = panel.querySelector(".run-live")?.textContent ?? "";
     panel.replaceChildren(
       h("h4", { textContent: `Run ${run.run_id.slice(4, 12)} · ${STATUS_TEXT[run.status] ?? run.status}` }),
+      h("p.run-trigger-detail", {
+        textContent: `Trigger: ${TRIGGER_TEXT[run.trigger] ?? run.trigger}${run.trigger_event_id ? ` (event ${run.trigger_event_id}${run.hops ? `, hop ${run.hops}` : ""})` : ""}`,
+      }),
       h("p.run-answer", { textContent: run.answer ?? "" }),
       h("h5", { textContent: "Steps" }),
       listOf("ul.run-steps", run.steps, (s) =>
