@@ -28,6 +28,7 @@ from fleet._profile import (
     ProfileError,
     ProfileLimits,
     ProfileModels,
+    ProfileTriggers,
     covers,
 )
 from fleet._runs import (
@@ -37,6 +38,16 @@ from fleet._runs import (
     RunRequest,
     fair_order,
     run_message,
+)
+from fleet._triggers import (
+    EventRouter,
+    Routing,
+    Skipped,
+    SkipReason,
+    Started,
+    TriggerKind,
+    candidates,
+    mentioned,
 )
 
 __all__ = [
@@ -58,17 +69,26 @@ __all__ = [
     "ApprovalNotFoundError",
     "CostGuard",
     "CostPeriod",
+    "EventRouter",
     "ProfileAccess",
     "ProfileCost",
     "ProfileError",
     "ProfileLimits",
     "ProfileModels",
+    "ProfileTriggers",
+    "Routing",
     "RunDispatcher",
     "RunRequest",
+    "SkipReason",
+    "Skipped",
+    "Started",
+    "TriggerKind",
+    "candidates",
     "cost_period",
     "covers",
     "default_policy",
     "default_profile",
     "fair_order",
+    "mentioned",
     "run_message",
 ]
