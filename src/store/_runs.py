@@ -104,7 +104,8 @@ class RunRow(Base):
     """The ``traceparent`` of the span that queued it, when tracing is on."""
     trigger_event_id: Mapped[str | None] = mapped_column(String(200), default=None)
     """The content event that started it (``fleet._triggers``), if one did."""
-    hops: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The database's default only: an insert need not name it (nor did one before 0025).
+    hops: Mapped[int] = mapped_column(Integer, server_default="0")
     """Content-triggered runs between a person's event and this run (0: none)."""
 
 

@@ -180,6 +180,7 @@ def create_app(
             BodySchemaPlugin(
                 settings={
                     "message": {"maxLength": config.max_message_chars},
+                    "text": {"maxLength": config.max_message_chars},  # a content event's
                     "model": {"enum": [*services.models.allowed, None]},
                     "planner_model": {"enum": [*services.models.allowed, None]},
                 },

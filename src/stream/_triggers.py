@@ -10,7 +10,6 @@ answers with what the first one started, and starts nothing.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -23,7 +22,13 @@ from fleet import HANDLE_PATTERN, EventRouter, Routing
 from store import ContentEventRecord, SecretsKeyError
 from stream._agents import require_manager
 from stream._api import AuthedRequest, HookOut, RequestBody, Services, ServicesDep
-from stream._bounds import RUN_ID_PATTERN, check_json_body, check_message_length
+from stream._bounds import (
+    FIRST_INSTANT,
+    LAST_INSTANT,
+    RUN_ID_PATTERN,
+    check_json_body,
+    check_message_length,
+)
 from stream._errors import ApiError
 
 EVENTS_HOOK = "_events"
@@ -33,7 +38,6 @@ TYPE_PATTERN = r"^[a-z][a-z0-9_.-]{0,39}$"
 ID_PATTERN = r"^[!-~]{1,200}$"
 """A host's id: 1-200 printable ASCII characters, no spaces."""
 MENTION_PATTERN = r"^@?[a-z][a-z0-9_-]{1,39}$"
-_HANDLE = re.compile(HANDLE_PATTERN)
 _REFUSED = "The event signature does not verify (Standard Webhooks, HMAC-SHA256)"
 
 HostId = Annotated[str, Field(pattern=ID_PATTERN, max_length=200)]
@@ -46,15 +50,15 @@ def _instant(value: object) -> object:
     if not isinstance(value, str):
         return value
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(value.upper())  # RFC 3339 allows a "t" and a "z"
     except ValueError:
         raise ValueError("must be a date-time, as in 2026-01-31T09:00:00Z") from None
     if parsed.utcoffset() is None:
         raise ValueError("needs a UTC offset, as in 2026-01-31T09:00:00Z")
     try:
         return parsed.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("is out of range once in UTC") from None
+    except OverflowError:  # past the years Python counts once in UTC: the first or last
+        return LAST_INSTANT if parsed.year == LAST_INSTANT.year else FIRST_INSTANT
 
 
 class ResourceIn(RequestBody):
@@ -63,13 +67,18 @@ class ResourceIn(RequestBody):
     title: str | None = Field(default=None, max_length=200)
 
 
-class ActorIn(RequestBody):
-    type: Literal["user", "agent"]
-    id: HostId = Field(description="A user's id in the host app, or an agent's handle.")
+class UserActorIn(RequestBody):
+    type: Literal["user"]
+    id: HostId = Field(description="The user's id in the host app.")
+
+
+class AgentActorIn(RequestBody):
+    type: Literal["agent"]
+    id: str = Field(pattern=HANDLE_PATTERN, max_length=40, description="The agent's handle.")
     run_id: str | None = Field(
         default=None,
         pattern=RUN_ID_PATTERN,
-        description="The run (of agent ``id``) that did it: its hops carry on.",
+        description="The run (of that agent) that did it: its hops carry on.",
     )
 
 
@@ -84,7 +93,7 @@ class EventIn(RequestBody):
     id: HostId = Field(description="The host's event id: a repost of it starts nothing.")
     type: EventType = Field(description="created, updated, commented, ...")
     resource: ResourceIn
-    actor: ActorIn
+    actor: UserActorIn | AgentActorIn
     text: str | None = Field(
         default=None, description="The content's text; its @handles mention agents."
     )
@@ -121,7 +130,8 @@ def _record(org_id: str, event: EventIn) -> ContentEventRecord:
     return ContentEventRecord(
         org_id=org_id, id=event.id, type=event.type, resource_type=event.resource.type,
         resource_id=event.resource.id, title=event.resource.title,
-        actor_type=event.actor.type, actor_id=event.actor.id, actor_run_id=event.actor.run_id,
+        actor_type=event.actor.type, actor_id=event.actor.id,
+        actor_run_id=event.actor.run_id if isinstance(event.actor, AgentActorIn) else None,
         text=event.text, mentions=event.mentions,
         reply_to_type=reply_to.type if reply_to else None,
         reply_to_id=reply_to.id if reply_to else None, at=event.at,
@@ -131,15 +141,8 @@ def _record(org_id: str, event: EventIn) -> ContentEventRecord:
 async def _receive(services: Services, org_id: str, event: EventIn) -> EventOut:
     if event.text is not None:
         check_message_length(event.text, services.config.max_message_chars)
-    if event.actor.type == "agent" and not _is_handle(event.actor.id):
-        message = "An agent actor's id is its handle (2-40 of a-z, 0-9, _ and -)"
-        raise ApiError(400, "invalid_request", message)
     router = EventRouter(services.store, services.agents, services.runs)
     return _out(await router.receive(_record(org_id, event)))
-
-
-def _is_handle(value: str) -> bool:
-    return _HANDLE.fullmatch(value) is not None
 
 
 def _out(routing: Routing) -> EventOut:
