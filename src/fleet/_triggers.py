@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import structlog
 
@@ -182,7 +182,7 @@ class EventRouter:
         while (outcome := await events.outcome(org_id, event_id)) is None:
             if waited >= REPEAT_WAIT_S:
                 runs = await events.runs_of(org_id, event_id)
-                started = [Started(r.agent, r.id, r.trigger) for r in runs]  # type: ignore[arg-type]
+                started = [Started(r.agent, r.id, cast(TriggerKind, r.trigger)) for r in runs]
                 return Routing(event_id=event_id, duplicate=True, runs=started)
             await asyncio.sleep(0.05)
             waited += 0.05

@@ -106,6 +106,8 @@ async def test_a_mention_starts_one_run_with_the_event_as_context(
     assert sorted(r.json()["duplicate"] for r in rushed) == [False, True, True, True, True]
     assert len({r.json()["runs"][0]["run_id"] for r in rushed}) == 1
     assert len(runs) == 2  # the note once, the rushed event once
+    history = {(r["trigger"], r["trigger_event_id"], r["hops"]) for r in runs}
+    assert history == {("mention", note["id"], 1), ("mention", rush["id"], 1)}  # its history
     assert detail["status"] == "completed", detail
     assert (detail["trigger"], detail["trigger_event_id"], detail["hops"]) == (
         "mention", note["id"], 1,
