@@ -194,7 +194,7 @@ async def receive_event_hook(
         raise ApiError(401, "unauthorized", _REFUSED) from None
     check_json_body(body)  # signed, but held to every body's bounds and text rule
     try:
-        event = EventIn.model_validate_json(body)
+        event = EventIn.model_validate_json(body, strict=True)  # as the routes validate
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
