@@ -194,20 +194,22 @@ class EventRouter:
         )
 
     async def _route(self, event: ContentEventRecord) -> Routing:
+        """Start (or skip, saying why) each agent the event concerns; handles that name
+        no agent of the org are ignored."""
+        agents = {agent.handle: agent for agent in await self._agents.list(event.org_id)}
         subs = await self._store.subscriptions.matching(
             event.org_id, resource_type=event.resource_type,
             resource_id=event.resource_id, event_type=event.type,
         )  # fmt: skip
         kinds = candidates(
-            mentions=await self._known(event.org_id, mentioned(event.text, event.mentions)),
+            mentions=mentioned(event.text, event.mentions),
             repliers=await self._repliers(event),
             subscribers=[sub.agent for sub in subs],
         )
         routing = Routing(event_id=event.id)
         for handle, kind in kinds.items():
-            try:
-                agent = await self._agents.get(event.org_id, handle)
-            except AgentNotFoundError:  # deleted since it was found
+            agent = agents.get(handle)
+            if agent is None:
                 continue
             reason = await self._refusal(event, agent)
             if reason is None:
@@ -220,11 +222,6 @@ class EventRouter:
                 )  # fmt: skip
         return routing
 
-    async def _known(self, org_id: str, handles: Iterable[str]) -> list[str]:
-        """Those of ``handles`` that name an agent of the org (the rest are ignored)."""
-        known = {agent.handle for agent in await self._agents.list(org_id)}
-        return [handle for handle in handles if handle in known]
-
     async def _repliers(self, event: ContentEventRecord) -> list[str]:
         """The agents whose runs created the resource the event replies to."""
         if event.reply_to_type is None or event.reply_to_id is None:
@@ -232,7 +229,7 @@ class EventRouter:
         found = await self._store.content_events.creators(
             event.org_id, event.reply_to_type, event.reply_to_id
         )
-        return await self._known(event.org_id, sorted(found))
+        return sorted(found)
 
     async def _refusal(self, event: ContentEventRecord, agent: Agent) -> SkipReason | None:
         """Why the event may not start ``agent`` (its own event, its hop limit, its
