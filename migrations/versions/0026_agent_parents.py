@@ -2,7 +2,7 @@
 a member's own outbound webhooks, and the org setting that lets members create agents
 
 Revision ID: 0026
-Revises: 0024
+Revises: 0025
 Create Date: 2026-11-27 14:40:00
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0026"
-down_revision: str | None = "0024"
+down_revision: str | None = "0025"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

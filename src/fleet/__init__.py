@@ -28,6 +28,7 @@ from fleet._profile import (
     ProfileError,
     ProfileLimits,
     ProfileModels,
+    ProfileTriggers,
     covers,
 )
 from fleet._runs import (
@@ -41,10 +42,18 @@ from fleet._runs import (
 from fleet._self import (
     SELF_BLOCK_TOKENS,
     AgentSelf,
-    SubscriptionLister,
     agent_self,
-    no_subscriptions,
     self_block,
+)
+from fleet._triggers import (
+    EventRouter,
+    Routing,
+    Skipped,
+    SkipReason,
+    Started,
+    TriggerKind,
+    candidates,
+    mentioned,
 )
 
 __all__ = [
@@ -68,21 +77,28 @@ __all__ = [
     "ApprovalNotFoundError",
     "CostGuard",
     "CostPeriod",
+    "EventRouter",
     "ProfileAccess",
     "ProfileCost",
     "ProfileError",
     "ProfileLimits",
     "ProfileModels",
+    "ProfileTriggers",
+    "Routing",
     "RunDispatcher",
     "RunRequest",
-    "SubscriptionLister",
+    "SkipReason",
+    "Skipped",
+    "Started",
+    "TriggerKind",
     "agent_self",
+    "candidates",
     "cost_period",
     "covers",
     "default_policy",
     "default_profile",
     "fair_order",
-    "no_subscriptions",
+    "mentioned",
     "run_message",
     "self_block",
 ]

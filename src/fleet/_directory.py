@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from context import PROFILE_SECTION, Budgets, TokenCounter
 from executors import StepShare
 from fleet._profile import DEFAULT_HANDLE, AgentPolicy, AgentProfile, ProfileError
-from fleet._self import SubscriptionLister, agent_self, no_subscriptions, self_block
+from fleet._self import agent_self, self_block
 from store import AgentRecord, Store
 from tools import COMMUNICATION_TOOLS, ToolDef, ToolRegistry, UserRole, communication_tools
 
@@ -96,7 +96,6 @@ class AgentDirectory:
         *,
         mcp: McpPool | None = None,
         openapi: OpenApiProvider | None = None,
-        subscriptions: SubscriptionLister = no_subscriptions,
     ) -> None:
         self._store = store
         self.policy = policy
@@ -104,7 +103,6 @@ class AgentDirectory:
         self._default = Agent(DEFAULT_HANDLE, 0, default)
         self._mcp = mcp  # None: no MCP toolsets on this server (a CLI, a test)
         self._openapi = openapi  # None: no OpenAPI toolsets (a CLI, a test)
-        self._subscriptions = subscriptions  # each agent's, one line each: its self block
 
     async def list(self, org_id: str) -> list[Agent]:
         """The org's agents by handle, the default among them (saved or built in)."""
@@ -194,7 +192,10 @@ class AgentDirectory:
             tools=kit.tools or ToolRegistry(),
             capabilities=kit.capabilities,
             parent=agent.profile.parent,
-            subscriptions=await self._subscriptions(org_id, agent.handle),
+            subscriptions=[
+                sub.describe()
+                for sub in await self._store.subscriptions.for_agent(org_id, agent.handle)
+            ],
         )
         block = self_block(me, counter=_counter())
         identity = "\n\n".join(t for t in (agent.profile.identity_prompt, block) if t)

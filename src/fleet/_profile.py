@@ -160,6 +160,27 @@ class ProfileCost(BaseModel):
     )
 
 
+class ProfileTriggers(BaseModel):
+    """How far content events (mentions, replies, subscriptions) may chain runs of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_hops: WholeNumber = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="Runs between a person's event and a run of this agent, at most: an "
+        "agent's event carries its run's hops, and the run it starts one more.",
+    )
+    cooldown_s: WholeNumber = Field(
+        default=60,
+        ge=0,
+        le=86_400,
+        description="After an event on a resource starts a run of it, further events on "
+        "that resource start none for this many seconds.",
+    )
+
+
 class AgentProfile(BaseModel):
     """What an org's owner or staff say about one agent (stored as a version)."""
 
@@ -240,6 +261,10 @@ class AgentProfile(BaseModel):
             "approvals, get its notices, see its runs and costs; other members see none "
             "of it. Unset: the org's agent (owners and staff manage it)."
         ),
+    )
+    triggers: ProfileTriggers = Field(
+        default_factory=ProfileTriggers,
+        description="Limits on runs the host app's content events start (no loops).",
     )
     webhook_task: str = Field(
         default="Handle the event in the context.",

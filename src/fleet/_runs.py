@@ -65,6 +65,11 @@ class RunRequest:
     context: dict[str, Any] | None = None
     idempotency_key: str | None = None
     trigger: str = "api"
+    """api, schedule, webhook, or a content event's: mention, reply, subscription."""
+    trigger_event_id: str | None = None
+    """The content event that started it (``fleet._triggers``)."""
+    hops: int = 0
+    """Content-triggered runs from a person's event to this one (0: not so triggered)."""
 
 
 def run_message(task: str, context: dict[str, Any] | None) -> str:
@@ -127,6 +132,7 @@ class RunDispatcher:
                 agent_version=agent.version, session_id=session_id, user_id=request.user_id,
                 role=request.role, trigger=request.trigger, task=request.task,
                 context=request.context, idempotency_key=key,
+                trigger_event_id=request.trigger_event_id, hops=request.hops,
                 trace_link=telemetry.current_traceparent(),  # the run's trace links here
             )  # fmt: skip
             span.set_attribute("bosun.run.id", run.id)

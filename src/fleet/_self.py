@@ -9,7 +9,7 @@ the cached static prefix, and kept under ``SELF_BLOCK_TOKENS``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -22,14 +22,6 @@ to their first names and "and N more"."""
 SHOWN = 30
 """The most names of one list a block shows before it has to shrink."""
 _TEXT_CHARS = 120  # a name, a parent's id or one subscription's description, at most
-
-SubscriptionLister = Callable[[str, str], Awaitable[Sequence[str]]]
-"""``(org_id, handle)`` -> one line per subscription of the agent ("comments on note 42")."""
-
-
-async def no_subscriptions(_org_id: str, _handle: str) -> Sequence[str]:
-    """The lister before subscriptions exist: an agent has none."""
-    return ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -20,6 +20,7 @@ from store._approvals import (
 )
 from store._artifacts import ARTIFACT_ID_PATTERN, ArtifactRecord, Artifacts
 from store._audit import AuditEntry, AuditLog
+from store._content_events import ContentEventRecord, ContentEvents
 from store._hooks import AgentHooks
 from store._hot_pg import TurnOpening
 from store._idempotency import IdempotencyClaim
@@ -48,6 +49,12 @@ from store._runs import USER_TRIGGER, RunFigures, RunRecord, Runs, RunTakenError
 from store._sessions import SessionRecord, TurnRecord, UsageRecord
 from store._spend import DaySpend, resets_at, utc_day
 from store._store import Store
+from store._subscriptions import (
+    MAX_SUBSCRIPTIONS,
+    SubscriptionLimitError,
+    SubscriptionRecord,
+    Subscriptions,
+)
 from store._tool_executions import ToolExecutionRecord, idempotency_key
 from store._toolsets import TOOLSET_NAME_PATTERN, InvalidToolsetError
 from store._webhook_claims import AttemptResult, Breaker, DueDelivery
@@ -65,6 +72,7 @@ metadata = Base.metadata
 __all__ = [
     "ARTIFACT_ID_PATTERN",
     "DELIVERIES_KEY",
+    "MAX_SUBSCRIPTIONS",
     "NOTICE_TYPES",
     "TOOLSET_NAME_PATTERN",
     "USER_TRIGGER",
@@ -86,6 +94,8 @@ __all__ = [
     "Base",
     "Breaker",
     "Claim",
+    "ContentEventRecord",
+    "ContentEvents",
     "DaySpend",
     "DayUsage",
     "Decision",
@@ -123,6 +133,9 @@ __all__ = [
     "StaleOwnerError",
     "Store",
     "StoredEvent",
+    "SubscriptionLimitError",
+    "SubscriptionRecord",
+    "Subscriptions",
     "TokenSpend",
     "ToolExecutionRecord",
     "TurnInProgressError",

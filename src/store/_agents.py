@@ -20,6 +20,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from store._db import Database
 from store._hooks import AgentHookRow
 from store._models import Base, JSONData, utcnow
+from store._subscriptions import drop_subscriptions
 
 
 class AgentRow(Base):
@@ -215,9 +216,9 @@ class Agents:
         )  # fmt: skip
 
     async def delete(self, org_id: str, handle: str) -> bool:
-        """Delete ``handle`` (its versions stay readable) and its inbound webhook, so a
-        handle created again does not take the old secret's deliveries; whether there
-        was one."""
+        """Delete ``handle`` (its versions stay readable), its inbound webhook and its
+        subscriptions, so a handle created again neither takes the old secret's deliveries
+        nor watches what the old agent watched; whether there was one."""
         async with self._db.write() as conn:
             result = await conn.execute(
                 update(AgentRow)
@@ -232,6 +233,7 @@ class Agents:
             deleted = result.first() is not None
             if deleted:
                 await _drop_hook(conn, org_id, handle)
+                await drop_subscriptions(conn, org_id, handle)
             return deleted
 
 

@@ -192,6 +192,8 @@ class ToolExecutionRow(Base):
     __table_args__ = (
         PrimaryKeyConstraint("turn_id", "tool_use_id", name="tool_executions_pkey"),
         Index("ix_tool_executions_session_tool_use", "session_id", "tool_use_id"),
+        # An audit row's call (its turn, so its run): which run created a resource.
+        Index("ix_tool_executions_tool_use", "tool_use_id"),
     )
 
     tool_use_id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -287,6 +289,7 @@ class AuditLogRow(Base):
     __table_args__ = (
         Index("ix_audit_log_org_created", "org_id", "created_at"),
         Index("ix_audit_log_tool_use", "tool_use_id"),
+        Index("ix_audit_log_org_target", "org_id", "target"),  # what changed a resource
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)

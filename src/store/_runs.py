@@ -61,8 +61,9 @@ dispatcher (``store._notify.PgListener``)."""
 UNCLAIMED = text("turn_id IS NULL AND cancelled_at IS NULL")
 CLAIMED = text("turn_id IS NOT NULL")
 USER_TRIGGER = "api"
-"""The trigger of a run a person started (the API, ``bosun run``); schedules and webhooks
-start runs with no person behind them."""
+"""The trigger of a run a person started (the API, ``bosun run``); schedules, webhooks and
+content events (``mention``, ``reply``, ``subscription``) start runs with no person behind
+them."""
 
 
 class RunRow(Base):
@@ -101,6 +102,11 @@ class RunRow(Base):
     cancelled_at: Mapped[datetime | None] = mapped_column(default=None)
     trace_link: Mapped[str | None] = mapped_column(String(64), default=None)
     """The ``traceparent`` of the span that queued it, when tracing is on."""
+    trigger_event_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    """The content event that started it (``fleet._triggers``), if one did."""
+    # The database's default only: an insert need not name it (nor did one before 0025).
+    hops: Mapped[int] = mapped_column(Integer, server_default="0")
+    """Content-triggered runs between a person's event and this run (0: none)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +130,8 @@ class RunRecord:
     cancelled_at: datetime | None
     trace_link: str | None
     status: str
+    trigger_event_id: str | None = None
+    hops: int = 0
     started_at: datetime | None
     finished_at: datetime | None
 

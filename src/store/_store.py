@@ -10,6 +10,7 @@ from store._appends import LogNotifier
 from store._approvals import Approvals
 from store._artifacts import Artifacts
 from store._audit import AuditLog
+from store._content_events import ContentEvents
 from store._db import Database
 from store._hooks import AgentHooks
 from store._idempotency import IdempotencyKeys
@@ -27,6 +28,7 @@ from store._retention import Retention
 from store._runs import Runs
 from store._sessions import Sessions
 from store._spend import Spend
+from store._subscriptions import Subscriptions
 from store._threads import ProtocolThreads
 from store._tool_executions import ToolExecutions
 from store._webhooks import Webhooks
@@ -67,6 +69,8 @@ class Store:
         self.mcp_toolsets = McpToolsets(self.db, box)
         self.openapi_toolsets = OpenApiToolsets(self.db, box)
         self.threads = ProtocolThreads(self.db)
+        self.content_events = ContentEvents(self.db)  # the host app's events, routed once
+        self.subscriptions = Subscriptions(self.db)
 
     @property
     def dialect(self) -> str:

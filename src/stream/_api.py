@@ -420,7 +420,10 @@ class RunOut(BaseModel):
     status: str = Field(
         description="queued, running, suspended, completed, failed, cancelled or expired"
     )
-    trigger: str
+    trigger: str = Field(
+        description="What started it: api, schedule, webhook, or a content event's mention, "
+        "reply or subscription."
+    )
     task: str
     context: dict[str, Any] | None
     session_id: str
@@ -429,6 +432,13 @@ class RunOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    trigger_event_id: str | None = Field(
+        default=None, description="The content event that started it (POST /v1/events)."
+    )
+    hops: int = Field(
+        default=0,
+        description="Content-triggered runs from a person's event to this one (0: none).",
+    )
 
 
 class RunRow(RunOut):

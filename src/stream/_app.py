@@ -45,6 +45,8 @@ from stream import (
     _resolve,
     _routes,
     _runs,
+    _subscriptions,
+    _triggers,
     _usage,
     _web,
 )
@@ -101,6 +103,13 @@ ROUTES = [
     _hooks.make_hook,
     _hooks.delete_hook,
     _hooks.receive_hook,
+    _triggers.post_event,
+    _triggers.make_events_hook,
+    _triggers.delete_events_hook,
+    _triggers.receive_event_hook,
+    _subscriptions.list_subscriptions,
+    _subscriptions.add_subscription,
+    _subscriptions.delete_subscription,
     _keys.list_org_keys,
     _keys.put_org_key,
     _keys.delete_org_key,
@@ -174,6 +183,7 @@ def create_app(
             BodySchemaPlugin(
                 settings={
                     "message": {"maxLength": config.max_message_chars},
+                    "text": {"maxLength": config.max_message_chars},  # a content event's
                     "model": {"enum": [*services.models.allowed, None]},
                     "planner_model": {"enum": [*services.models.allowed, None]},
                 },

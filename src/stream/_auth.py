@@ -19,8 +19,17 @@ from tools import UserRole, caller_token
 
 ROLES: tuple[str, ...] = get_args(UserRole)
 # /metrics: 404 unless enabled; / and /web/: the web chat page and its assets
-PUBLIC_PATHS = ["^/healthz$", "^/metrics$", "^/schema", "^/$", "^/web/", "^/v1/hooks/"]
-"""Routes without a bearer token (``/v1/hooks/``: a webhook's signature is its credential)."""
+PUBLIC_PATHS = [
+    "^/healthz$",
+    "^/metrics$",
+    "^/schema",
+    "^/$",
+    "^/web/",
+    "^/v1/hooks/",
+    "^/v1/event-hooks/",
+]
+"""Routes without a bearer token (``/v1/hooks/``, ``/v1/event-hooks/``: a
+signature is the credential)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ PATH_IDS: dict[str, tuple[str, str]] = {
     "run_id": (RUN_ID_PATTERN, "a run id (run_ and 32 hex digits)"),
     "chat_id": (THREAD_ID_PATTERN, "a chat id (1-128 letters, digits or _.:-)"),
     "webhook_id": (r"^wh_[0-9a-f]{32}$", "a webhook id (wh_ and 32 hex digits)"),
+    "subscription_id": (r"^sub_[0-9a-f]{32}$", "a subscription id (sub_ and 32 hex digits)"),
     "artifact_id": (ARTIFACT_ID_PATTERN, "an artifact id (art_ and 24 hex digits)"),
     "toolset": (TOOLSET_NAME_PATTERN, "an MCP toolset name (1-40 of a-z, 0-9 and _)"),
 }

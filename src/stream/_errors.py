@@ -62,6 +62,7 @@ ErrorCode = Literal[
     "invalid_webhook_url",
     "invalid_webhook_secret",
     "webhook_limit",
+    "subscription_limit",
     "invalid_toolset",
     "stdio_disabled",
     "secrets_unavailable",

@@ -61,6 +61,7 @@ def run_out(run: RunRecord) -> RunOut:
         trigger=run.trigger, task=run.task, context=run.context, session_id=run.session_id,
         turn_id=run.turn_id, user_id=run.user_id, created_at=run.created_at,
         started_at=run.started_at, finished_at=run.finished_at,
+        trigger_event_id=run.trigger_event_id, hops=run.hops,
     )  # fmt: skip
 
 

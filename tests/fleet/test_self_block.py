@@ -49,7 +49,7 @@ You are the agent @coach, "Coach". You belong to the organisation (no person own
 Tools you may use: clock.now.
 Tools you may use only with a person's approval (a call waits): clock.set.
 Tools you may not use: clock.reset (blocked here); 1 other tool here, not granted to you.
-Your subscriptions (what starts your runs): comments on note 42; replies to workout w_1.
+Your subscriptions (what starts your runs): commented on note 42; replied on workout w_1.
 </self>"""
 STEP = {"id": "s1", "goal": "Read the clock", "tools": ["clock.now"], "max_tool_calls": 2}
 PLANS: dict[str, dict[str, Any]] = {
@@ -84,15 +84,14 @@ def server_kit(tools: ToolRegistry | None = None) -> TurnKit:
     return TurnKit(tools=tools or registry(), capabilities=blocked)
 
 
-async def subscriptions(org_id: str, handle: str) -> list[str]:
-    assert (org_id, handle) == (ORG, "coach")
-    return ["replies to workout w_1", "comments on note 42"]  # unsorted on purpose
-
-
-def directory(store: Store, kit: TurnKit) -> AgentDirectory:
-    return AgentDirectory(
-        store, default_policy(kit, []), kit, default_profile(kit), subscriptions=subscriptions
-    )
+async def directory(store: Store, kit: TurnKit) -> AgentDirectory:
+    """The org's directory, coach subscribed to two things (added in the unsorted order)."""
+    for resource, rid, events in (("workout", "w_1", ["replied"]), ("note", "42", ["commented"])):
+        await store.subscriptions.add(
+            ORG, "coach", resource_type=resource, resource_id=rid, event_types=events,
+            created_by="u_1",
+        )  # fmt: skip
+    return AgentDirectory(store, default_policy(kit, []), kit, default_profile(kit))
 
 
 # --- the block ---------------------------------------------------------------------------
@@ -104,13 +103,13 @@ def test_the_block_says_who_the_agent_is_and_what_it_may_do() -> None:
 
     me = agent_self(
         "coach", "Coach", tools=registry(), capabilities=caps,
-        subscriptions=["replies to workout w_1", "comments on note 42"],
+        subscriptions=["replied on workout w_1", "commented on note 42"],
     )  # fmt: skip
 
     assert me == AgentSelf(
         handle="coach", name="Coach", may_use=("clock.now",), needs_approval=("clock.set",),
         may_not_use=("clock.reset",), not_granted=1,
-        subscriptions=("comments on note 42", "replies to workout w_1"),
+        subscriptions=("commented on note 42", "replied on workout w_1"),
     )  # fmt: skip
     assert self_block(me, counter=TokenCounter(IDENTITY_COUNTER)) == BLOCK
     owned = self_block(
@@ -166,7 +165,7 @@ def test_a_long_block_is_cut_to_its_token_budget() -> None:
 
 async def test_a_saved_agent_speaks_with_its_identity_then_its_self_block(store: Store) -> None:
     kit = server_kit()
-    agents = directory(store, kit)
+    agents = await directory(store, kit)
 
     setup = await agents.setup(Agent("coach", 1, COACH), org_id=ORG)
     again = await agents.setup(Agent("coach", 1, COACH), org_id=ORG, background=True)
@@ -184,7 +183,7 @@ async def test_a_saved_agent_speaks_with_its_identity_then_its_self_block(store:
 
 
 async def test_a_person_owned_agent_knows_its_parent(store: Store) -> None:
-    agents = directory(store, server_kit())
+    agents = await directory(store, server_kit())
 
     owned = COACH.model_copy(update={"parent": "u_sam"})
     setup = await agents.setup(Agent("coach", 3, owned), org_id=ORG)
@@ -193,9 +192,26 @@ async def test_a_person_owned_agent_knows_its_parent(store: Store) -> None:
     assert "your parent" not in BLOCK  # an org's agent has none
 
 
+async def test_subscriptions_are_described_as_the_block_lists_them(store: Store) -> None:
+    added = [
+        await store.subscriptions.add(
+            ORG, "coach", resource_type="note", resource_id="42",
+            event_types=["commented", "updated"], created_by="u_1",
+        ),
+        await store.subscriptions.add(
+            ORG, "coach", resource_type="workout", resource_id=None, event_types=[],
+            created_by="u_1",
+        ),
+    ]  # fmt: skip
+
+    assert [sub.describe() for sub in added] == [
+        "commented, updated on note 42", "any event on every workout",
+    ]  # fmt: skip
+
+
 async def test_the_default_agent_has_no_self_block(store: Store) -> None:
     kit = server_kit()
-    agents = directory(store, kit)
+    agents = await directory(store, kit)
 
     setup = await agents.setup(await agents.get(ORG, None), org_id=ORG)
 
@@ -241,7 +257,8 @@ async def start(store: Store, model: Model) -> Turn:
 
 
 async def coach_kit(store: Store) -> TurnKit:
-    return (await directory(store, server_kit()).setup(Agent("coach", 1, COACH), org_id=ORG)).kit
+    agents = await directory(store, server_kit())
+    return (await agents.setup(Agent("coach", 1, COACH), org_id=ORG)).kit
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from bosun.migrate import upgrade
 from events import SessionStarted, UserMessage
 from store import RunTakenError, Store, TurnOpening
-from store._models import OrgRow, SessionRow, TurnRow, utcnow
+from store._models import SessionRow, TurnRow, utcnow
 from store._runs import RunRow
 
 FINISHED = 3000  # enough finished rows that a full scan is the costlier plan on PostgreSQL
@@ -196,7 +196,10 @@ async def test_0023_requeues_old_claims_that_never_opened_their_turn(db_url: str
         now = utcnow()
         old = now - timedelta(minutes=5)
         async with store.db.write() as conn:
-            await conn.execute(insert(OrgRow), [{"id": "acme"}])
+            await conn.execute(
+                sa.text("INSERT INTO orgs (id, tier, created_at) VALUES ('acme', 'lite', :at)"),
+                {"at": now},
+            )  # 0022's columns
             await conn.execute(
                 insert(SessionRow), [{"id": "s1", "org_id": "acme", "user_id": "ada"}]
             )

@@ -137,6 +137,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
     assert tables == [
         "agent_cost_alerts",
         "agent_hooks",
+        "agent_subscriptions",
         "agent_versions",
         "agents",
         "alembic_version",
@@ -144,6 +145,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "artifacts",
         "audit_log",
         "class_sessions",
+        "content_events",
         "daily_spend",
         "daily_usage",
         "events",

@@ -413,6 +413,10 @@ async def test_a_run_no_person_started_acts_as_the_parent_with_the_member_role(
         hook = (await server.client.post("/v1/agents/daily/webhook", headers=owner)).json()
         text, headers = signed(hook["secret"], {"ticket": 1})
         hooked = await server.client.post(hook["path"], content=text, headers=headers)
+        mention = {"id": "e1", "type": "commented", "resource": {"type": "note", "id": "1"},
+                   "actor": {"type": "user", "id": "sam"}, "text": "@daily look",
+                   "at": datetime.now(UTC).isoformat()}  # fmt: skip
+        mentioned = await server.client.post("/v1/events", json=mention, headers=owner)
         services = server.app.state["services"]
         await services.runs.fire_schedules(datetime.now(UTC))  # unless the ticker did already
         store = server.store
@@ -420,9 +424,10 @@ async def test_a_run_no_person_started_acts_as_the_parent_with_the_member_role(
         runs = {run.trigger: run for run in history}
         listed = await server.client.get("/v1/agents/daily/runs", headers=server.auth(**MARIA))
 
-    assert hooked.status_code == 202, hooked.text
+    assert hooked.status_code == mentioned.status_code == 202, hooked.text + mentioned.text
     assert sorted((r.trigger, r.user_id, r.role) for r in runs.values()) == [
-        ("schedule", "maria", "member"), ("webhook", "maria", "member"),
+        ("mention", "maria", "member"), ("schedule", "maria", "member"),
+        ("webhook", "maria", "member"),
     ]  # fmt: skip
     assert runs["webhook"].id == hooked.json()["run_id"]
     assert {r["run_id"] for r in listed.json()["runs"]} == {r.id for r in history}

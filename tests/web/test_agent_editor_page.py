@@ -99,7 +99,7 @@ async def test_the_agents_view_is_finished(page: Page, bosun: Bosun, docs_shot: 
     await expect(page.locator(".cost-empty")).to_have_text("No spend yet in the last 14 days.")
     await expect(page.locator(".cost-bars")).to_have_count(0)
     heads = page.locator("table.runs thead th")
-    await expect(heads).to_have_text(["Task", "Status", "Work and cost", "Started"])
+    await expect(heads).to_have_text(["Task", "Trigger", "Status", "Work and cost", "Started"])
     runs = page.locator("tr.run")
     await expect(runs).to_have_count(QUICK)
     await expect(runs.first.locator(".run-figures")).to_have_text(
@@ -260,7 +260,7 @@ async def test_members_get_no_editor(page: Page, bosun: Bosun) -> None:
     await expect(page.locator("button.agent[data-handle=coach]")).to_have_attribute(
         "aria-current", "true"
     )
-    await expect(page.locator("table.runs thead th")).to_have_count(4)
+    await expect(page.locator("table.runs thead th")).to_have_count(5)
     await expect(page.get_by_role("button", name="Edit agent")).to_have_count(0)
 
 

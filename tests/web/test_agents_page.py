@@ -1,10 +1,12 @@
 """The Agents view in a real browser against a real ``bosun serve --dev``: an owner picks
 an agent, starts background runs from the page, and watches them go from queued (two run
-per agent at a time) to completed, then reads a run's detail."""
+per agent at a time) to completed, then reads a run's detail; subscribes the agent to the
+host app's events and sees a run a mention started, with its trigger."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,7 @@ ANSWER = """
   chunks: ["Checked the schedule: ", "nothing clashes ", "this week."]
   delay_s: 1.0
 """
-SCRIPT = PLAN * 3 + ANSWER * 3  # three runs, each its own plan and answer
+SCRIPT = PLAN * 4 + ANSWER * 4  # four runs (three from the page, one mention), each its own
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +70,35 @@ async def test_background_runs_go_from_queued_to_completed(page: Page, bosun: Bo
     await page.screenshot(path=SCREENSHOTS / "agents_view.png")
     await page.get_by_role("button", name="Agents").click()  # back to the chat
     await expect(page.locator("#chat")).to_be_visible()
+
+
+async def test_subscriptions_and_a_mentioned_runs_trigger_show(page: Page, bosun: Bosun) -> None:
+    await page.goto(bosun.page_url())
+    await page.get_by_role("button", name="Agents").click()
+    await page.locator("button.agent[data-handle=scheduler]").click()
+    subs = page.locator("#agent-subs")
+    await expect(subs.locator(".subs-none")).to_be_visible()
+
+    await page.get_by_label("Resource type").fill("note")
+    await page.get_by_label("Event types (optional)").fill("commented, updated")
+    await subs.get_by_role("button", name="Subscribe").click()
+    await expect(subs.locator("li.sub")).to_have_text("every note · commented, updated Remove")
+
+    event = {
+        "id": "evt-web-1", "type": "created", "resource": {"type": "task", "id": "t1"},
+        "actor": {"type": "user", "id": "sam"}, "text": "@scheduler check my week",
+        "at": datetime.now(UTC).isoformat(),
+    }  # fmt: skip
+    with bosun.api() as client:
+        posted = client.post("/v1/events", json=event)
+    assert posted.status_code == 202, posted.text
+    await page.locator("button.agent[data-handle=scheduler]").click()  # the list again
+    mentioned = page.locator("tr.run", has=page.locator(".run-trigger", has_text="mentioned"))
+    await expect(mentioned).to_have_count(1)
+    await mentioned.click()
+    await expect(page.locator("#run-detail .run-trigger-detail")).to_have_text(
+        "Trigger: mentioned (event evt-web-1, hop 1)"
+    )
+
+    await subs.locator("li.sub").get_by_role("button", name="Remove").click()
+    await expect(subs.locator(".subs-none")).to_be_visible()

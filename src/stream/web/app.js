@@ -157,6 +157,7 @@ async function api(method, path, body) {
     if (response.status === 401) signOut(error);
     return { error };
   }
+  if (response.status === 204) return { data: null }; // a delete: no body
   return { data: await response.json() };
 }
 
