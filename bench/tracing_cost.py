@@ -70,6 +70,32 @@ def receiver() -> Iterator[str]:
         server.server_close()
 
 
+def off_path_us(number: int = 200_000) -> float:
+    """What tracing adds to a tool step when off, timed alone (best of 3): the step's
+    ``execute_tool`` span helper and its outcome, the ``chat`` span's guard, and an
+    ``execute_step`` span (once per step, counted here per tool call). A whole turn's
+    rounds scatter by several percent; this is the difference itself."""
+    import timeit
+
+    import telemetry
+    from executors._calls import _tool_span, traced_outcome
+    from providers import ToolCall
+    from tools import ToolOutcome
+
+    assert telemetry.STATE.tracer is None, "measured with tracing off"
+    call = ToolCall(id="t1", name="add", input={"a": 1})
+    outcome = ToolOutcome(tool_use_id="t1", tool="add", ok=True, output=2)
+
+    def step() -> None:
+        with _tool_span("add", call, None) as span:
+            traced_outcome(span, outcome)
+        telemetry.active()
+        with telemetry.span("execute_step s1", {"bosun.step.id": "s1"}):
+            pass
+
+    return min(timeit.repeat(step, number=number, repeat=3)) / number * 1e6
+
+
 def child_round(args: argparse.Namespace, variant: str, src: Path) -> Rounds:
     """One round of ``variant`` in a fresh child process over ``src``: every variant pays
     the same start-up and runs alone (an exporter thread never slows another variant)."""
@@ -178,12 +204,15 @@ def main() -> int:
         return 0
     with worktree(args.baseline) as src:
         result = report(all_rounds(args, src), args.k, args.clock)
+    result["off_path_us_per_step"] = round(off_path_us(), 2)
     if not args.json:
         for name, value in result["per_step_us"].items():
             rounds = result["rounds_us"][name]
             print(f"{name:10} {value:8.1f} us ({args.clock}) per tool step   rounds {rounds}")
         if "ratio_off_to_baseline" in result:
             print(f"off / baseline ({args.baseline}): {result['ratio_off_to_baseline']}")
+        share = result["off_path_us_per_step"] / result["per_step_us"]["off"]
+        print(f"the off path alone: {result['off_path_us_per_step']} us per step ({share:.2%})")
         if "ratio_otlp_to_off" in result:
             print(f"otlp / off: {result['ratio_otlp_to_off']} "
                   f"(+{result['otlp_added_us_per_step']} us per step)")  # fmt: skip
