@@ -84,9 +84,9 @@ def test_start_up_loads_no_sdk_it_does_not_use() -> None:
     """What every ``bosun`` process imports (``bosun.app``, ``bosun.commands``) loads no
     OpenTelemetry SDK while tracing is off, and no package only one path needs: the mcp
     SDK (a quarter of the import: when a toolset connects), ``jsonschema`` and
-    ``referencing`` (when tools are mapped), alembic (when a command migrates) and
-    ``ag_ui`` (with the first AG-UI request). One subprocess checks them all (a subprocess
-    costs CI a second or two of CPU)."""
+    ``referencing`` (when tools are mapped), alembic (when a command migrates), ``ag_ui``
+    (with the first AG-UI request) and croniter (when a schedule is read). One subprocess
+    checks them all (a subprocess costs CI a second or two of CPU)."""
     code = (
         "import json, sys, bosun.app, bosun.commands, telemetry;"
         "assert telemetry.configure({}) is None;"
@@ -97,7 +97,7 @@ def test_start_up_loads_no_sdk_it_does_not_use() -> None:
     )
     loaded = json.loads(shown.stdout)
     assert [m for m in loaded if m.startswith("opentelemetry.sdk")] == []
-    unused = {"mcp", "mcp_types", "jsonschema", "referencing", "alembic", "ag_ui"}
+    unused = {"mcp", "mcp_types", "jsonschema", "referencing", "alembic", "ag_ui", "croniter"}
     assert sorted({m.partition(".")[0] for m in loaded} & unused) == []
 
 
