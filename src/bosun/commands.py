@@ -217,8 +217,8 @@ def _lift_demo_limits(settings: Settings) -> None:
 def _mint(
     settings: Settings, *, user: str, org: str, role: UserRole, ttl_s: int | None = None
 ) -> str:
-    """A signed token. The HTTP stack (and the MCP SDK behind it) is imported here: only
-    ``serve`` and ``token`` need it, the other commands start without it."""
+    """A signed token. The HTTP stack is imported here: only ``serve`` and ``token``
+    need it, the other commands start without it."""
     from stream import TokenConfig, mint_token
 
     return mint_token(

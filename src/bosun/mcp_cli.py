@@ -123,7 +123,7 @@ async def _show(store: Store, args: argparse.Namespace, settings: Settings) -> s
     for key in ("id", "org_id"):
         shown.pop(key)
     if args.check:
-        from tools import McpPool  # the mcp SDK only when connecting (tools.__getattr__)
+        from tools import McpPool  # it loads the mcp SDK when it connects, not before
 
         pool = McpPool(
             store,

@@ -9,7 +9,8 @@ around a branch whose scripts are not known today.
 
 The migration runs on a connection we already hold (``connection.run_sync``), so it works
 both from the CLI and inside a running event loop, where alembic's async template's
-``asyncio.run`` would fail (FIELD-NOTES.md).
+``asyncio.run`` would fail (FIELD-NOTES.md). alembic itself loads when a migration runs:
+a command that imports this module and migrates nothing does not pay for it.
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
 from bosun._toolsets import Toolset, ToolsetError
 from store import Store
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 
 def script_location() -> Path:
@@ -45,6 +47,8 @@ def alembic_config(
     connection: Connection | None = None, *, toolsets: Iterable[Toolset] = ()
 ) -> Config:
     """The core's scripts and those of ``toolsets`` (the ones that bring migrations)."""
+    from alembic.config import Config
+
     location = script_location()
     folders = [location / "versions", *(t.migrations for t in toolsets if t.migrations)]
     config = Config()
@@ -74,6 +78,9 @@ async def upgrade(
     targets += [f"{t.name}@head" for t in branches]
 
     def _run(connection: Connection) -> None:
+        from alembic import command
+        from alembic.script import ScriptDirectory
+
         config = alembic_config(connection, toolsets=branches)
         _check_branches(config, branches)
         with _unknown_revisions_aside(connection, ScriptDirectory.from_config(config)):
@@ -89,6 +96,8 @@ async def upgrade(
 def _check_branches(config: Config, toolsets: Sequence[Toolset]) -> None:
     """Each toolset's folder holds its branch (a script with ``branch_labels`` its name);
     checked by label, since alembic would also read ``x@head`` as a revision id prefix."""
+    from alembic.script import ScriptDirectory
+
     labels = {label for rev in ScriptDirectory.from_config(config).walk_revisions()
               for label in rev.branch_labels}  # fmt: skip
     for toolset in toolsets:
@@ -121,6 +130,8 @@ def _unknown_revisions_aside(connection: Connection, script: ScriptDirectory) ->
 
 
 def _known(script: ScriptDirectory, revision: str) -> bool:
+    from alembic.util import CommandError
+
     try:
         return script.get_revision(revision) is not None
     except CommandError:

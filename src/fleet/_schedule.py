@@ -8,14 +8,13 @@ A tick over the agent's rate limit is skipped and logged.
 
 A schedule is saved only if it fires within ``HORIZON`` (``schedule_problem``):
 croniter accepts expressions no calendar ever matches (``0 0 30 2 *``, 30 February), and
-asking one for its ticks raises.
+asking one for its ticks raises. croniter (and dateutil under it) loads when a schedule
+is first read: a process that reads none (most CLI commands) does not pay for it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-
-from croniter import CroniterError, croniter
 
 GRACE_S = 120.0
 """How late a tick may still fire."""
@@ -29,6 +28,8 @@ _FIELDS = 5
 def schedule_problem(expression: str, now: datetime) -> str | None:
     """Why ``expression`` cannot be an agent's schedule (saved at ``now``, UTC), or
     ``None``: five cron fields that croniter reads, with a tick within ``HORIZON``."""
+    from croniter import CroniterError, croniter
+
     if len(expression.split()) != _FIELDS or not croniter.is_valid(expression):
         return f"{expression!r} is not a cron expression of five fields (UTC)"
     tick: datetime | None
@@ -47,5 +48,7 @@ def schedule_problem(expression: str, now: datetime) -> str | None:
 def due_tick(expression: str, now: datetime, *, grace_s: float = GRACE_S) -> datetime | None:
     """The latest tick of ``expression`` at or before ``now``, if it is at most
     ``grace_s`` old (UTC). Raises ``CroniterError`` for one that matches no date."""
+    from croniter import croniter
+
     tick: datetime = croniter(expression, now + timedelta(microseconds=1)).get_prev(datetime)
     return tick if now - tick <= timedelta(seconds=grace_s) else None

@@ -65,8 +65,8 @@ _OPENAPI = frozenset(
 
 
 def __getattr__(name: str) -> Any:
-    """``McpPool`` and ``McpStatus`` on first use: the ``mcp`` SDK takes about half a
-    second to import, which a CLI command that connects to no MCP server should not pay."""
+    """``McpPool`` and ``McpStatus`` on first use (the pool itself imports the ``mcp``
+    SDK, about half a second, only once a toolset connects: docs/mcp.md, Internals)."""
     if name in ("McpPool", "McpStatus"):
         from tools import _mcp
 

@@ -24,29 +24,26 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-import httpx2
 import structlog
-from mcp import Client
-from mcp.client import Transport
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    CONNECTION_CLOSED,
-    REQUEST_TIMEOUT,
-    CallToolResult,
-)
 
-from egress import PUBLIC_ONLY, EgressPolicy, EgressRefused, httpx2_client
+from egress import PUBLIC_ONLY, EgressPolicy, EgressRefused
 from store import McpToolsetRecord, SecretsKeyError, Store, stdio_refusal, utcnow
-from tools._mcp_link import Link, Listing, describe
 from tools._mcp_loop import IoLoop, back_to
-from tools._mcp_stdio import StderrLog, stdio_transport
 from tools._mcp_tools import MAX_TOOLS, Mapped, McpToolStatus, SkippedTool, map_tools
 from tools._registry import ToolDef
 from tools._runtime import ToolError
+
+if TYPE_CHECKING:
+    # The mcp SDK (about half a second to import) loads when a toolset first connects:
+    # every `bosun serve` builds a pool, and most workers never connect one.
+    from mcp import Client
+    from mcp.client import Transport
+    from mcp_types import CallToolResult
+
+    from tools._mcp_link import Link, Listing
 
 _log = structlog.get_logger("bosun.mcp")
 
@@ -216,6 +213,8 @@ class McpPool:
         except SecretsKeyError as exc:
             self._failed(entry, str(exc))
             return
+        from tools._mcp_link import Link, describe  # the SDK, on the first connection
+
         redact = _redactor([*headers.values(), *env.values()])
         here = asyncio.get_running_loop()  # the link calls back from the I/O loop
         link = Link(
@@ -300,6 +299,12 @@ class McpPool:
     async def _call_on(
         self, entry: _Entry, client: Client, mcp_name: str, args: dict[str, Any]
     ) -> CallToolResult:
+        import httpx2  # all loaded already, with the SDK, when the link connected
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        from tools._mcp_link import describe
+
         record, link = entry.record, entry.link
         timeout_s = record.timeout_s
         where = f"{record.name}.{mcp_name}"
@@ -351,6 +356,8 @@ def _target(
 ) -> Transport:
     """Where the client connects: a spawned command, or a URL sent the headers."""
     if record.transport == "stdio":
+        from tools._mcp_stdio import StderrLog, stdio_transport
+
         stderr = StderrLog(redact, org_id=record.org_id, toolset=record.name)
         return stdio_transport(record.command or [""], env, stderr)
     assert record.url is not None, f"http toolset {record.name} has no url"
@@ -361,6 +368,11 @@ def _target(
 async def _http(url: str, headers: dict[str, str], egress: EgressPolicy) -> AsyncIterator[Any]:
     """Streamable HTTP with the toolset's headers on every request, every connection
     through the egress guard (the SDK follows only same-origin redirects, checked too)."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from egress import httpx2_client
+
     timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: an SSE read waits long
     async with (
         httpx2_client(egress, headers=headers, timeout=timeout) as http,

@@ -1,6 +1,7 @@
 """One connection to an MCP server (``Link``): an owner task on the pool's I/O loop that
 holds the ``Client`` open, lists the tools at connect time and again when the server says
-they changed (a storm of notices is one relist), and closes on ``stop``.
+they changed (a storm of notices is one relist), and closes on ``stop``. This module
+imports the mcp SDK: ``tools._mcp`` imports it only when a toolset connects.
 """
 
 from __future__ import annotations

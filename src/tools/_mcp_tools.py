@@ -13,12 +13,9 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, get_args
 
 import structlog
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
-from mcp_types import CallToolResult, Tool
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -26,6 +23,11 @@ from store import McpToolsetRecord
 from tools._registry import NAME_PATTERN, Category, ToolDef
 from tools._runtime import ToolContext, ToolError, record_audit
 from tools._schema import _strip_titles
+
+if TYPE_CHECKING:  # both load on first use: mcp on connecting (tools._mcp_link), jsonschema
+    # when a listing is mapped; a process that maps no MCP tool never pays for them
+    from jsonschema import exceptions as schema_errors
+    from mcp_types import CallToolResult, Tool
 
 MAX_SUMMARY_CHARS = 200
 MAX_WIRE_NAME = 64
@@ -42,7 +44,7 @@ CALL_GRACE_S = 1.0
 """How much longer than its toolset's timeout the runner lets an MCP call run."""
 _log = structlog.get_logger("bosun.tools")
 
-Caller = Callable[[str, dict[str, Any]], Awaitable[CallToolResult]]
+Caller = Callable[[str, dict[str, Any]], Awaitable["CallToolResult"]]
 """Calls one MCP tool by its own name on the toolset's connection (``ToolError`` when
 the connection fails)."""
 
@@ -123,6 +125,8 @@ def map_tools(
     Bosun name, collides with an earlier one, or whose schema is not valid is skipped, as
     is every tool past the first ``max_tools``, and the ``cut`` ones (how many, the first
     names) the listing lost before it was read. CPU-bound: callers run it in a thread."""
+    from jsonschema import exceptions as schema_errors  # on first use, as in input_model
+
     tools: list[ToolDef] = []
     statuses: list[McpToolStatus] = []
     names: set[str] = set()
@@ -204,6 +208,9 @@ class McpArguments(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _matches_schema(cls, data: Any) -> Any:
+        from jsonschema import exceptions as schema_errors
+        from jsonschema import validators
+
         checker = cls.mcp_checker
         if checker is None:
             checker = cls.mcp_checker = validators.validator_for(cls.mcp_schema)(cls.mcp_schema)
@@ -219,7 +226,10 @@ class McpArguments(BaseModel):
 def input_model(schema: dict[str, Any]) -> type[McpArguments]:
     """A pydantic model that admits exactly what ``schema`` does, so the runner's gate
     refuses a bad call (``invalid_input``) before it is recorded or confirmed. The
-    schema itself is checked here (``SchemaError``): a tool with a broken one is skipped."""
+    schema itself is checked here (``SchemaError``): a tool with a broken one is skipped.
+    ``jsonschema`` loads here, not with the module: only a toolset's tools need it."""
+    from jsonschema import validators
+
     validators.validator_for(schema).check_schema(schema)
     made: type[McpArguments] = type(
         "McpArguments", (McpArguments,), {"mcp_schema": schema, "__module__": __name__}

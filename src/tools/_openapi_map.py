@@ -14,10 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, cast, get_args
 
-from referencing import Registry, Resource
-from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
-
 from tools._mcp_tools import MAX_SUMMARY_CHARS, bosun_action
 from tools._registry import Category
 from tools._schema import _strip_titles
@@ -69,6 +65,10 @@ class Operation:
 
 def resolved(document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` with every local ``$ref`` replaced by what it points at."""
+    # Here, not at import: `referencing` is only needed when a document is mapped.
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
     resource = Resource.from_contents(dict(document), default_specification=DRAFT202012)
     resolver = Registry().with_resource(_DOC_URI, resource).resolver(_DOC_URI)
     return cast(dict[str, Any], _Inliner(resolver).inline(document, (), 0))
@@ -101,6 +101,8 @@ class _Inliner:
         return {key: self.inline(value, seen, depth + 1) for key, value in node.items()}
 
     def _lookup(self, ref: str) -> Any:
+        from referencing.exceptions import Unresolvable
+
         if not ref.startswith("#"):
             raise InvalidDocumentError(f"$ref {ref!r:.80}: only local references (#/...)")
         try:

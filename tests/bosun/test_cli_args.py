@@ -85,11 +85,11 @@ def test_the_command_line_knows_every_command_and_user_role() -> None:
 def test_commands_load_a_provider_sdk_or_the_mcp_sdk_only_when_they_use_one() -> None:
     # ``bosun agents``, ``mcp list``, ``prune`` and the like call no model, connect to no
     # MCP server and serve nothing: the anthropic SDK (about 1 s to import), the mcp SDK
-    # (about 0.5 s) and the HTTP stack load on first use (building a model, ``serve``,
-    # ``token``, ``mcp show --check``).
+    # (about 0.5 s, ``mcp`` and ``mcp_types``) and the HTTP stack load on first use
+    # (building a model, connecting a toolset: ``tools._mcp_link``; ``serve``, ``token``).
     probe = (
         "import json, sys; import bosun.commands; before = set(sys.modules);"
-        " from providers import AnthropicModel; from tools import McpPool;"
+        " from providers import AnthropicModel; import tools._mcp_link;"
         " print(json.dumps({'commands': sorted(before), 'used': sorted(sys.modules)}))"
     )
     result = subprocess.run(
@@ -97,5 +97,5 @@ def test_commands_load_a_provider_sdk_or_the_mcp_sdk_only_when_they_use_one() ->
     )
     loaded = json.loads(result.stdout)
     commands = {m.partition(".")[0] for m in loaded["commands"]}
-    assert {"anthropic", "openai", "mcp", "litestar"} & commands == set()
-    assert {"anthropic", "mcp"} <= {m.partition(".")[0] for m in loaded["used"]}
+    assert {"anthropic", "openai", "mcp", "mcp_types", "litestar"} & commands == set()
+    assert {"anthropic", "mcp", "mcp_types"} <= {m.partition(".")[0] for m in loaded["used"]}
