@@ -50,7 +50,10 @@ typecheck: install-dev
 # tests go to two workers (SPLIT). `make test PYTEST_WORKERS=0` runs it in one process.
 PYTEST_WORKERS ?= 4
 
+# Bytecode is compiled once first: where PYTHONDONTWRITEBYTECODE is set (this CI's machines)
+# every `bosun` subprocess a test starts would otherwise compile src/ again (0.24 s of CPU).
 test: lint typecheck
+	$(BIN)/python -m compileall -q src
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
 bench: install-dev

@@ -89,9 +89,9 @@ allow-x00 = false
 string = {{ dictionary = "strings", probability = 0.2 }}
 integer = {{ dictionary = "integers", probability = 0.3 }}
 """
-EXAMPLES_PER_OPERATION = 10  # for fuzzing; the coverage phase adds its boundary cases
+EXAMPLES_PER_OPERATION = 5  # for fuzzing; the coverage phase adds its boundary cases
 MIN_CASES = 300
-TIMEOUT_S = 420  # a hang guard: busy, a run takes 4-5 min since the chat body grew
+TIMEOUT_S = 600  # a hang guard, not a timing: a busy 2-core machine takes minutes
 
 
 def _models() -> TurnModels:
@@ -181,8 +181,10 @@ async def test_schemathesis_finds_no_server_error(
         "coverage": "success",
         "fuzzing": "success",
     }, tail
-    # The warning schemathesis gives when validation is stricter than the OpenAPI. One such
-    # case is by design: a profile may grant ``toolset.tool`` for any name the pattern
-    # admits, and a toolset the org has not configured is 422 unknown_toolset, which depends
-    # on the org's state, as 409 and 422 do above.
-    assert report["warnings"]["validation_mismatch"] in ([], ["POST /v1/agents"]), tail
+    # The warning schemathesis gives when validation is stricter than the OpenAPI. Such
+    # cases are by design: a profile (POST, PUT) may grant ``toolset.tool`` for any name the
+    # pattern admits, and a toolset the org has not configured is 422 unknown_toolset, which
+    # depends on the org's state, as 409 and 422 do above; an OpenAPI toolset's document
+    # must be a valid OpenAPI document, which no JSON schema states.
+    by_design = {"POST /v1/agents", "PUT /v1/agents/{handle}", "PUT /v1/openapi/toolsets/{toolset}"}
+    assert set(report["warnings"]["validation_mismatch"]) <= by_design, tail
