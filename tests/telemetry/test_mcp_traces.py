@@ -93,6 +93,12 @@ async def tickets(server: Server, transport: str, state: Path) -> AsyncIterator[
             await http.kill()
 
 
+@pytest.fixture
+def db_url(sqlite_url: str) -> str:
+    """SQLite only: what an MCP call carries does not depend on the database (CI time)."""
+    return sqlite_url
+
+
 async def searched_once(make_server: ServerFactory, transport: str, state: Path) -> dict[str, Any]:
     """A turn (under the caller's ``traceparent``) that searches the tickets once; the
     call as the server recorded it."""
