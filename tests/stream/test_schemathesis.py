@@ -6,8 +6,8 @@ route but the three live stream tails (``GET /v1/sessions/{id}/stream`` follows 
 until the client leaves, ``GET /v1/runs/{id}/stream`` a run until it ends,
 ``GET /v1/events/stream`` the org's notices until the client leaves): the coverage
 phase's boundary values (on SQLite) and the fuzzing phase's random ones (on both
-databases), valid and invalid, the same ones on every run. Half the session ids it sends name a real session, so the session
-routes get past their 404s, and a dictionary mixes in values that once broke the server
+databases), valid and invalid, the same ones on every run. Half the session ids it sends
+name a real session, so the session routes get past their 404s, and a dictionary mixes in values that once broke the server
 (NUL characters, integers past 64 bits, date-times without an offset or past year 9999).
 Every string's schema states that it holds no NUL, so those are negative cases, answered
 400; the random generator makes no NUL of its own (``allow-x00 = false``), as it would
