@@ -2,17 +2,17 @@
 
 ``st run`` (the CLI, as one would run it by hand) loads the OpenAPI served at
 ``/schema/openapi.json``, sends an owner's bearer token and generates requests for every
-route but the three live stream tails (``GET /v1/sessions/{id}/stream`` follows a session
-until the client leaves, ``GET /v1/runs/{id}/stream`` a run until it ends,
-``GET /v1/events/stream`` the org's notices until the client leaves): the coverage
-phase's boundary values (on SQLite) and the fuzzing phase's random ones (on both
-databases), valid and invalid, the same ones on every run. Half the session ids it sends
-name a real session, so the session routes get past their 404s, and a dictionary mixes in values that once broke the server
-(NUL characters, integers past 64 bits, date-times without an offset or past year 9999).
-Every string's schema states that it holds no NUL, so those are negative cases, answered
-400; the random generator makes no NUL of its own (``allow-x00 = false``), as it would
-put one in free-form values (``context``), whose rule only the document's description
-can state.
+route but the three live stream tails (``GET /v1/sessions/{id}/stream`` follows a
+session until the client leaves, ``GET /v1/runs/{id}/stream`` a run until it ends, ``GET
+/v1/events/stream`` the org's notices until the client leaves): the coverage phase's
+boundary values (on SQLite) and the fuzzing phase's random ones (on both databases),
+valid and invalid, the same ones on every run. Half the session ids it sends name a real
+session, so the session routes get past their 404s, and a dictionary mixes in values
+that once broke the server (NUL characters, integers past 64 bits, date-times without an
+offset or past year 9999). Every string's schema states that it holds no NUL, so those
+are negative cases, answered 400; the random generator makes no NUL of its own
+(``allow-x00 = false``), as it would put one in free-form values (``context``), whose
+rule only the document's description can state.
 The run must fail none of the checks below: no server error, no undocumented status,
 content type or body, no invalid request accepted and no valid one refused (so the
 OpenAPI states what the server checks).
