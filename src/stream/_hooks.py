@@ -21,12 +21,29 @@ from standardwebhooks.webhooks import Webhook
 from fleet import AgentNotFoundError, AgentPausedError, AgentRateLimitedError, RunRequest
 from store import SecretsKeyError
 from stream._agents import agent_or_404, require_manager
-from stream._api import AuthedRequest, HookOut, RunOut, ServicesDep
+from stream._api import AuthedRequest, HookOut, RunOut, Services, ServicesDep
 from stream._bounds import run_context
 from stream._errors import ApiError
 from stream._runs import limited, run_out
 
 _REFUSED = "The webhook signature does not verify (Standard Webhooks, HMAC-SHA256)"
+
+
+async def verified_body(
+    services: Services, org: str, key: str, request: Request[Any, Any, Any], refused: str
+) -> bytes:
+    """The body of a delivery signed with the org's secret under ``key`` (an agent's
+    handle, or the events endpoint's): a missing, malformed, stale or wrong signature,
+    or no secret at all, is the same 401, which starts nothing."""
+    secret = await services.store.hooks.secret(org, key)
+    body = await request.body()
+    try:
+        if secret is None:
+            raise ValueError("no secret")
+        Webhook(secret).verify(body, dict(request.headers), json_parse=False)
+    except Exception:
+        raise ApiError(401, "unauthorized", refused) from None
+    return body
 
 
 @post("/v1/agents/{handle:str}/webhook", status_code=201, summary="Make the agent's webhook secret")
@@ -57,14 +74,7 @@ async def receive_hook(
     request: Request[Any, Any, Any],
     services: ServicesDep,
 ) -> RunOut:
-    secret = await services.store.hooks.secret(org, handle)
-    body = await request.body()
-    try:
-        if secret is None:
-            raise ValueError("no webhook")
-        Webhook(secret).verify(body, dict(request.headers), json_parse=False)
-    except Exception:  # a missing, malformed, stale or wrong signature: all the same 401
-        raise ApiError(401, "unauthorized", _REFUSED) from None
+    body = await verified_body(services, org, handle, request, _REFUSED)
     context = run_context(body)  # signed, but held to the run API's bounds and text rule
     try:
         agent = await services.agents.get(org, handle)

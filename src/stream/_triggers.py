@@ -16,7 +16,6 @@ from typing import Annotated, Any, Literal
 from litestar import Request, delete, post
 from litestar.params import FromPath, JSONBody
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
-from standardwebhooks.webhooks import Webhook
 
 from fleet import HANDLE_PATTERN, EventRouter, Routing
 from store import ContentEventRecord, SecretsKeyError
@@ -30,6 +29,7 @@ from stream._bounds import (
     check_message_length,
 )
 from stream._errors import ApiError
+from stream._hooks import verified_body
 
 EVENTS_HOOK = "_events"
 """The org's events secret, kept beside agents' webhook secrets under a key no handle can
@@ -184,14 +184,7 @@ async def delete_events_hook(request: AuthedRequest, services: ServicesDep) -> N
 async def receive_event_hook(
     org: FromPath[str], request: Request[Any, Any, Any], services: ServicesDep
 ) -> EventOut:
-    secret = await services.store.hooks.secret(org, EVENTS_HOOK)
-    body = await request.body()
-    try:
-        if secret is None:
-            raise ValueError("no events endpoint")
-        Webhook(secret).verify(body, dict(request.headers), json_parse=False)
-    except Exception:  # a missing, malformed, stale or wrong signature: all the same 401
-        raise ApiError(401, "unauthorized", _REFUSED) from None
+    body = await verified_body(services, org, EVENTS_HOOK, request, _REFUSED)
     check_json_body(body)  # signed, but held to every body's bounds and text rule
     try:
         event = EventIn.model_validate_json(body, strict=True)  # as the routes validate
