@@ -149,8 +149,11 @@ async def test_a_failing_webhook_opens_its_circuit_and_its_deliveries_wait(
     }
 
 
-async def test_connecting_gives_up_sooner_than_waiting_for_an_answer(db_url: str) -> None:
-    settings = with_webhooks(db_url, [], timeout_s=1.5, connect_timeout_s=0.2)
+async def test_connecting_gives_up_sooner_than_waiting_for_an_answer(sqlite_url: str) -> None:
+    """SQLite only: the timeouts are the HTTP client's, whatever the database. The bounds
+    leave a busy machine room (an event loop held up past the connect timeout times out
+    even a connection the kernel completed)."""
+    settings = with_webhooks(sqlite_url, [], timeout_s=4.0, connect_timeout_s=1.0)
     with silent_listener(accept=False) as unreachable, silent_listener(accept=True) as mute:
         async with Server(settings, TurnModels()) as server:
             hooks = [await add_webhook(server, url) for url in (unreachable, mute)]
@@ -163,13 +166,15 @@ async def test_connecting_gives_up_sooner_than_waiting_for_an_answer(db_url: str
             ]
 
     [(connect,)], [(read,)] = ([d["attempts"] for d in log] for log in failed)
-    assert connect["error"] == "ConnectTimeout" and connect["duration_ms"] < 1000
-    assert read["error"] == "ReadTimeout" and read["duration_ms"] >= 1400
+    assert connect["error"] == "ConnectTimeout" and connect["duration_ms"] < 3000
+    assert read["error"] == "ReadTimeout" and read["duration_ms"] >= 3900
 
 
 async def test_a_receiver_trickling_its_answer_is_cut_off_at_the_attempts_limit(
-    db_url: str,
+    sqlite_url: str,
 ) -> None:
+    """SQLite only, as above. The trickle never ends, so failing at all is the cut-off."""
+
     async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nx-slow: ")
         with contextlib.suppress(ConnectionError):
@@ -180,16 +185,16 @@ async def test_a_receiver_trickling_its_answer_is_cut_off_at_the_attempts_limit(
 
     listener = await asyncio.start_server(trickle, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/slow"
-    settings = with_webhooks(db_url, [], timeout_s=1.0, connect_timeout_s=0.2)
+    settings = with_webhooks(sqlite_url, [], timeout_s=1.0, connect_timeout_s=0.2)
     try:
         async with Server(settings, TurnModels()) as server:
             hook = await add_webhook(server, url)
             await server.store.notices.publish("acme", "cost_alert", {"agent": "a"})
             [delivery] = await deliveries_until(
-                server, hook["id"], lambda d: d and d[0]["status"] == "failed", timeout_s=5.0
+                server, hook["id"], lambda d: d and d[0]["status"] == "failed", timeout_s=10.0
             )
     finally:
         listener.close()
 
     [attempt] = delivery["attempts"]
-    assert attempt["error"] == "TimeoutError" and attempt["duration_ms"] < 2000
+    assert attempt["error"] == "TimeoutError" and attempt["duration_ms"] < 4000
