@@ -69,7 +69,7 @@ async def _runs(url: str, runs: int, wire: WireCounter | None) -> tuple[list[flo
         limits={"requests_per_minute": 0},  # type: ignore[arg-type]
         toolsets=["bosun_demo:toolset"],
     )
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(build_app(settings, models=_models()), log_config=None))

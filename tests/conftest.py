@@ -216,7 +216,10 @@ class Server:
         self.app = build_app(settings, models=models)
         # The socket is bound here and handed to uvicorn, so no other test (another
         # xdist worker) can take the port between choosing it and serving on it.
-        self._socket = socket.socket()
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets whose proto says
+        # TCP; with socket.socket()'s 0, Nagle held each response's body until the
+        # client's delayed ACK, 40 ms a request.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.bind(("127.0.0.1", 0))
         self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"

@@ -191,7 +191,9 @@ class FakeServer:
 
     def __init__(self, provider: FakeProvider, *, port: int = 0) -> None:
         self.provider = provider
-        self._socket = socket.socket()
+        # IPPROTO_TCP named, or asyncio leaves Nagle on (it sets TCP_NODELAY only where the
+        # socket's proto says TCP) and each reply's body waits 40 ms for a delayed ACK.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.bind(("127.0.0.1", port))
         self.port: int = self._socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
