@@ -26,6 +26,10 @@ from turn import ModelResolver, TurnKit, TurnRoleModels, TurnSetup
 
 IDENTITY_COUNTER = "claude-sonnet-4-5"
 """The tokenizer an identity is measured with to grow the budgets (any model's is close)."""
+SUBSCRIPTIONS_FRESH_S = 5.0
+"""How old a self block's subscriptions may be: read once per this long per agent and
+process (a busy agent's runs would otherwise pay a read each); this process's own
+changes show at once, another's within it."""
 
 
 class AgentNotFoundError(LookupError):
@@ -194,7 +198,9 @@ class AgentDirectory:
             parent=agent.profile.parent,
             subscriptions=[
                 sub.describe()
-                for sub in await self._store.subscriptions.for_agent(org_id, agent.handle)
+                for sub in await self._store.subscriptions.for_agent(
+                    org_id, agent.handle, max_age_s=SUBSCRIPTIONS_FRESH_S
+                )
             ],
         )
         block = self_block(me, counter=_counter())

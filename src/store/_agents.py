@@ -20,7 +20,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from store._db import Database
 from store._hooks import AgentHookRow
 from store._models import Base, JSONData, utcnow
-from store._subscriptions import drop_subscriptions
+from store._subscriptions import Subscriptions, drop_subscriptions
 
 
 class AgentRow(Base):
@@ -108,8 +108,9 @@ cache key (building and keying the join again cost more than running it)."""
 class Agents:
     """Repository of the ``agents`` and ``agent_versions`` tables."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, subscriptions: Subscriptions) -> None:
         self._db = db
+        self._subscriptions = subscriptions
 
     async def everywhere(self) -> list[AgentRecord]:
         """Every org's current agents (the schedule ticker reads them each poll)."""
@@ -234,7 +235,8 @@ class Agents:
             if deleted:
                 await _drop_hook(conn, org_id, handle)
                 await drop_subscriptions(conn, org_id, handle)
-            return deleted
+        self._subscriptions.forget(org_id, handle)
+        return deleted
 
 
 async def _drop_hook(conn: AsyncConnection, org_id: str, handle: str) -> None:

@@ -57,7 +57,8 @@ class Store:
         self.idempotency = IdempotencyKeys(self.db)
         self.retention = Retention(self.db)
         self.audit = AuditLog(self.db)
-        self.agents = Agents(self.db)
+        self.subscriptions = Subscriptions(self.db)
+        self.agents = Agents(self.db, self.subscriptions)
         self.agent_costs = AgentCosts(self.db)
         self.runs = Runs(self.db, self.log.notifier)
         # Other workers' appends wake this process's readers, their queued runs its dispatcher.
@@ -70,7 +71,6 @@ class Store:
         self.openapi_toolsets = OpenApiToolsets(self.db, box)
         self.threads = ProtocolThreads(self.db)
         self.content_events = ContentEvents(self.db)  # the host app's events, routed once
-        self.subscriptions = Subscriptions(self.db)
 
     @property
     def dialect(self) -> str:

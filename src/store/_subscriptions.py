@@ -6,6 +6,7 @@ optionally some event types. A content event that matches starts a run of the ag
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -71,13 +72,19 @@ class SubscriptionLimitError(Exception):
 
 
 _COLUMNS = tuple(AgentSubscriptionRow.__table__.columns)
+_KEPT = 10_000  # agents' lists remembered at most (then all are read afresh)
 
 
 class Subscriptions:
-    """Repository of the ``agent_subscriptions`` table."""
+    """Repository of the ``agent_subscriptions`` table.
+
+    It remembers each agent's list as last read (``for_agent``'s ``max_age_s``), so a
+    busy agent's self block does not cost a read per run; what this process changes
+    (``add``, ``delete``, ``forget``) it reads afresh."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._read: dict[tuple[str, str], tuple[float, list[SubscriptionRecord]]] = {}
 
     async def add(
         self,
@@ -112,17 +119,33 @@ class Subscriptions:
                     "it may have; delete one first"
                 )
             await conn.execute(insert(AgentSubscriptionRow).values(**_values(record)))
+        self.forget(org_id, agent)
         return record
 
-    async def for_agent(self, org_id: str, agent: str) -> list[SubscriptionRecord]:
-        """The agent's subscriptions, oldest first."""
+    async def for_agent(
+        self, org_id: str, agent: str, *, max_age_s: float = 0.0
+    ) -> list[SubscriptionRecord]:
+        """The agent's subscriptions, oldest first; with ``max_age_s``, as this process
+        read them at most that long ago (another process's change shows after it)."""
+        key = (org_id, agent)
+        now = time.monotonic()
+        if max_age_s > 0 and (kept := self._read.get(key)) and now - kept[0] <= max_age_s:
+            return list(kept[1])
         query = (
             select(*_COLUMNS)
             .where(AgentSubscriptionRow.org_id == org_id, AgentSubscriptionRow.agent == agent)
             .order_by(AgentSubscriptionRow.created_at, AgentSubscriptionRow.id)
         )
         async with self._db.read() as conn:
-            return [SubscriptionRecord(**row._asdict()) for row in await conn.execute(query)]
+            found = [SubscriptionRecord(**row._asdict()) for row in await conn.execute(query)]
+        if len(self._read) >= _KEPT:
+            self._read.clear()
+        self._read[key] = (now, found)
+        return list(found)
+
+    def forget(self, org_id: str, agent: str) -> None:
+        """Read ``agent``'s list afresh next time (it changed here)."""
+        self._read.pop((org_id, agent), None)
 
     async def delete(self, org_id: str, agent: str, subscription_id: str) -> bool:
         """Delete one of the agent's subscriptions; whether it had it."""
@@ -136,7 +159,9 @@ class Subscriptions:
                 )
                 .returning(AgentSubscriptionRow.id)
             )
-            return result.first() is not None
+            deleted = result.first() is not None
+        self.forget(org_id, agent)
+        return deleted
 
     async def matching(
         self, org_id: str, *, resource_type: str, resource_id: str, event_type: str

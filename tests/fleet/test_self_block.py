@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -30,12 +32,13 @@ from fleet import (
     default_profile,
     self_block,
 )
-from fleet._directory import IDENTITY_COUNTER
+from fleet._directory import IDENTITY_COUNTER, SUBSCRIPTIONS_FRESH_S
 from providers import FunctionModel, Model, ModelRequest, Reply, TokenUsage, ToolCall
 from providers._anthropic import AnthropicModel
 from providers._config import ProviderConfig
 from providers.fake import FakeProvider, FakeServer, anthropic_reply
 from store import Store
+from store import _subscriptions as store_subscriptions
 from tools import Capabilities, ToolContext, ToolRegistry
 from turn import Turn, TurnKit, run_turn
 
@@ -207,6 +210,38 @@ async def test_subscriptions_are_described_as_the_block_lists_them(store: Store)
     assert [sub.describe() for sub in added] == [
         "commented, updated on note 42", "any event on every workout",
     ]  # fmt: skip
+
+
+async def test_a_busy_agents_subscriptions_are_read_once_in_a_while(
+    store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run's setup would read them; a process reads them at most every
+    SUBSCRIPTIONS_FRESH_S, sees its own changes at once, another's after that."""
+    agents = await directory(store, server_kit())
+    await store.agents.save(ORG, "coach", COACH.model_dump(mode="json"), by="u_1", create=True)
+    other = Store(db_url)  # another worker's process, on the same database
+    try:
+        first = await agents.setup(Agent("coach", 1, COACH), org_id=ORG)
+        elsewhere = await other.subscriptions.add(
+            ORG, "coach", resource_type="plan", resource_id=None, event_types=[],
+            created_by="u_2",
+        )  # fmt: skip
+        second = await agents.setup(Agent("coach", 1, COACH), org_id=ORG)
+        assert second.kit.identity == first.kit.identity  # remembered: no read
+        assert "every plan" not in second.kit.identity
+
+        clock = time.monotonic() + SUBSCRIPTIONS_FRESH_S + 1
+        monkeypatch.setattr(store_subscriptions, "time", SimpleNamespace(monotonic=lambda: clock))
+        later = await agents.setup(Agent("coach", 1, COACH), org_id=ORG)
+        assert "any event on every plan" in later.kit.identity  # read again
+
+        await store.subscriptions.delete(ORG, "coach", elsewhere.id)  # here: shows at once
+        latest = await agents.setup(Agent("coach", 1, COACH), org_id=ORG)
+        assert latest.kit.identity == first.kit.identity
+        await store.agents.delete(ORG, "coach")  # its subscriptions go with it
+        assert await store.subscriptions.for_agent(ORG, "coach", max_age_s=60) == []
+    finally:
+        await other.close()
 
 
 async def test_the_default_agent_has_no_self_block(store: Store) -> None:

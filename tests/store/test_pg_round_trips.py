@@ -97,5 +97,8 @@ async def test_a_short_run_costs_few_round_trips(
     written_alone = {"UPDATE sessions", "INSERT events", "INSERT turns", "INSERT notices"}
     assert not written_alone & set(steady.kinds), steady.kinds
     assert steady.kinds["SELECT pg_notify"] <= 1, steady.kinds  # the queued run wakes workers
+    # The self block's subscriptions: read by the first run, remembered by the next ones.
+    assert per_run[0].kinds["SELECT agent_subscriptions"] == 1, per_run[0].kinds
+    assert steady.kinds["SELECT agent_subscriptions"] == 0, steady.kinds
     assert steady.transactions <= 4, steady
     assert steady.round_trips <= 30, steady.kinds  # issue 29: at most 30 (about 100 before)
