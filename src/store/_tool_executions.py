@@ -15,6 +15,7 @@ can still be undone (``undo_target``). Undo does not add a status: the original 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -191,7 +192,7 @@ class ToolExecutions:
 
         return await self._db.run_write(write, pg=write_pg)
 
-    async def record(
+    def record_soon(
         self,
         *,
         tool_use_id: str,
@@ -202,10 +203,11 @@ class ToolExecutions:
         status: Finished,
         output: Any = None,
         error: dict[str, Any] | None = None,
-    ) -> ToolExecutionRecord | None:
-        """Record a call that already ran and ended, in one insert: a read needs no intent
-        row before it runs (running it again after a crash changes nothing). Returns
-        ``None`` when this call inserted the row, else the row recorded before it."""
+    ) -> Awaitable[ToolExecutionRecord | None]:
+        """Record a call that already ran and ended, in one insert queued now: a read
+        needs no intent row before it runs (running it again after a crash changes
+        nothing). Resolves to ``None`` when this call inserted the row, else the row
+        recorded before it."""
         key = idempotency_key(turn_id, tool_use_id)
         now = utcnow()
 
@@ -231,7 +233,7 @@ class ToolExecutions:
             )  # fmt: skip
             return None if met is None else ToolExecutionRecord(**met)
 
-        return await self._db.run_write(write, pg=write_pg)
+        return self._db.write_soon(write, pg=write_pg)
 
     async def reopen(self, tool_use_id: str, *, turn_id: str) -> bool:
         """Put a ``failed`` execution back to ``pending`` before running it again (a

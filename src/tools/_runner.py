@@ -9,12 +9,15 @@ outcomes the model can act on; they never crash the turn.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import re
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import structlog
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
@@ -55,6 +58,8 @@ _CAPABILITY = re.compile(r"^[a-z][a-z0-9_]*\.(\*|[a-z][a-z0-9_]*)$")
 _DO_NOT_RETRY = "Tell the user you cannot do this here; do not retry"
 SUMMARY_CHARS = 500
 """How much of a call's purpose an approval keeps, to show whoever answers it."""
+
+_log = structlog.get_logger("bosun.tools")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,6 +150,7 @@ class ToolRunner:
         self.store = store
         self.timeout_s = timeout_s
         self.capabilities = capabilities
+        self._recording: set[asyncio.Future[None]] = set()
 
     # gates
 
@@ -259,18 +265,40 @@ class ToolRunner:
     async def _run_read(
         self, tool: ToolDef, args: BaseModel, call: ToolCallRequest, ctx: ToolContext
     ) -> ToolOutcome:
-        """Run a read, then record it in one insert (one commit per read step). A row
-        already there (another worker's attempt) decides as it would have before the
-        read: a different call is a conflict, a success stands."""
+        """Run a read, then record it in one insert (one commit per read step).
+
+        Where the store commits writes in the order they are queued, the step goes on
+        without waiting for that commit: the result reaches the log (so a client or a
+        resume) only in a later append, which commits with or after the row. A row already
+        there can only be a concurrent attempt's (a first read's id is new to its turn):
+        a takeover, which fences this attempt off the log, so the clash is only logged.
+        Otherwise such a row decides as it would have before the read: a different call
+        is a conflict, a success stands."""
         ran = await self._invoke(tool, args, call, ctx)
-        existing = await self.store.tool_executions.record(
+        recorded = self.store.tool_executions.record_soon(
             **row_of(call, tool), status=ran.status, output=ran.output, error=ran.error
         )
+        if self.store.db.writes_in_order:
+            recording = asyncio.ensure_future(_check_recorded(recorded, call))
+            self._recording.add(recording)  # kept alive until it commits
+            recording.add_done_callback(self._recorded)
+            return ran.outcome(call, tool)
+        existing = await recorded
         if existing is None:
             return ran.outcome(call, tool)
         if settled := settled_outcome(existing, call, tool):
             return settled
         return await self._finish(ran, call, tool)  # an earlier attempt's row, unsettled
+
+    async def settled(self) -> None:
+        """Wait until the reads this runner recorded without waiting have committed."""
+        while self._recording:
+            await asyncio.gather(*self._recording, return_exceptions=True)
+
+    def _recorded(self, recording: asyncio.Future[None]) -> None:
+        self._recording.discard(recording)
+        if not recording.cancelled() and (exc := recording.exception()) is not None:
+            _log.error("tool.record_failed", error_type=type(exc).__name__)
 
     async def _execute(
         self, tool: ToolDef, args: BaseModel, call: ToolCallRequest, ctx: ToolContext
@@ -442,6 +470,14 @@ def approval_notice(approval: ApprovalRecord) -> dict[str, Any]:
         "summary": approval.summary,
         "expires_at": approval.expires_at.isoformat(),
     }
+
+
+async def _check_recorded(
+    recorded: Awaitable[ToolExecutionRecord | None], call: ToolCallRequest
+) -> None:
+    """Await a read's row recorded without waiting; log a concurrent attempt's row."""
+    if await recorded is not None:
+        _log.warning("tool.record_clash", tool_use_id=call.tool_use_id, turn_id=call.turn_id)
 
 
 def _queued(approval: ApprovalRecord) -> ToolOutcome:

@@ -23,6 +23,7 @@ from structlog.testing import capture_logs
 
 from bosun_demo import demo_registry, seed_demo
 from bosun_demo._tables import WorkoutRow
+from events import UserMessage
 from store import Store
 from store._models import AuditLogRow
 from tools import (
@@ -723,17 +724,18 @@ def test_result_text_is_compact_json_and_bounded() -> None:
 
 
 class CountedWrites:
-    """Counts the store's hot write transactions (``Database.run_write``) made under it."""
+    """Counts the store's hot writes (``Database.write_soon``, which ``run_write`` queues
+    through too) made under it."""
 
     def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
-        real = store.db.run_write
+        real = store.db.write_soon
 
-        async def counted(fn: Any, **pg: Any) -> Any:
+        def counted(fn: Any, **pg: Any) -> Any:
             self.count += 1
-            return await real(fn, **pg)
+            return real(fn, **pg)
 
-        monkeypatch.setattr(store.db, "run_write", counted)
+        monkeypatch.setattr(store.db, "write_soon", counted)
 
 
 async def test_a_first_attempt_read_is_one_insert_of_its_finished_row(
@@ -747,6 +749,7 @@ async def test_a_first_attempt_read_is_one_insert_of_its_finished_row(
 
     assert outcome.ok and RUNS["edge.echo_sync"] == 1
     assert writes.count == 1  # no pending row before the read: one commit for the step
+    await runner.settled()  # queued, not waited for: the step's next append follows it
     row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert row is not None and row.status == "succeeded" and row.input == {"text": "hi"}
     assert row.output == outcome.output and row.completed_at is not None
@@ -754,8 +757,9 @@ async def test_a_first_attempt_read_is_one_insert_of_its_finished_row(
 
 
 async def test_a_first_attempt_read_that_fails_is_recorded_failed(acme: Studio) -> None:
-    first = dataclasses.replace(acme.ctx, calls_run=set())
-    outcome = await acme.edge().run(acme.call("edge.own_timeout", {"text": "x"}), first)
+    first, runner = dataclasses.replace(acme.ctx, calls_run=set()), acme.edge()
+    outcome = await runner.run(acme.call("edge.own_timeout", {"text": "x"}), first)
+    await runner.settled()
     row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
     assert not outcome.ok and row is not None and row.status == "failed"
     assert row.error == error_of(outcome).as_dict() and row.output is None
@@ -786,14 +790,32 @@ async def test_writes_and_later_attempts_still_record_their_intent_first(
     assert replay.ok and RUNS["edge.echo_sync"] == 1
 
 
-async def test_a_row_recorded_by_another_attempt_decides_a_first_read(acme: Studio) -> None:
+async def test_a_row_recorded_by_a_concurrent_attempt_stands_and_the_clash_is_logged(
+    acme: Studio,
+) -> None:
+    """A first read's id is new to its turn: a row under it is a takeover's, which fences
+    this attempt off the log. The read's row is not waited for, so its clash is logged."""
     executions = acme.store.tool_executions
     await executions.start(
         tool_use_id="tu_1", session_id=acme.session_id, turn_id="turn_1",
         tool="edge.peek", input={"text": "w"},
     )  # fmt: skip
-    first = dataclasses.replace(acme.ctx, calls_run=set())
-    outcome = await acme.edge().run(acme.call("edge.echo_sync", {"text": "hi"}), first)
-    assert error_of(outcome).code == "tool_use_conflict"
+    first, runner = dataclasses.replace(acme.ctx, calls_run=set()), acme.edge()
+    with capture_logs() as logs:
+        outcome = await runner.run(acme.call("edge.echo_sync", {"text": "hi"}), first)
+        await runner.settled()
+    assert outcome.ok
     row = await executions.get("tu_1", turn_id="turn_1")
     assert row is not None and row.tool == "edge.peek" and row.status == "pending"
+    assert [log["event"] for log in logs if log["log_level"] == "warning"] == ["tool.record_clash"]
+
+
+async def test_a_read_recorded_without_waiting_still_commits_before_the_next_write(
+    acme: Studio,
+) -> None:
+    """The step's next write (its event) is queued after the row: it never commits first."""
+    first, runner = dataclasses.replace(acme.ctx, calls_run=set()), acme.edge()
+    await runner.run(acme.call("edge.echo_sync", {"text": "hi"}), first)
+    await acme.store.log.append(acme.session_id, [UserMessage(message_id="m", text="next")])
+    row = await acme.store.tool_executions.get("tu_1", turn_id="turn_1")
+    assert row is not None and row.status == "succeeded"
