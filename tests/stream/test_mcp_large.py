@@ -17,7 +17,9 @@ from mcp_testing import SECRET_HEADER, HttpMcpServer
 BULK = 10_000
 OWN_TOOLS = 8  # the test server's own (one, 9lives, an invalid name)
 PUT_WITHIN_S = 15.0  # docs/mcp.md: mcp.connect_timeout_s (10 s) and a margin
-HEALTHZ_WITHIN_S = 1.0
+HEALTHZ_WITHIN_S = 2.0
+"""A stalled worker would answer after the whole listing (several seconds); on a loaded
+2-core machine the listing's thread still holds the GIL now and then (up to 1.3 s seen)."""
 
 
 async def test_a_ten_thousand_tool_server_is_capped_and_never_stalls_the_worker(
