@@ -104,17 +104,24 @@ def check_message_length(text: str, limit: int) -> None:
 
 def utc_instant(text: str, *, name: str) -> datetime:
     """The RFC 3339 date-time ``text`` in UTC (a 400 when it is not one, or has no UTC
-    offset). An instant past the years Python counts once in UTC, as
+    offset; see ``parse_utc``)."""
+    try:
+        return parse_utc(text)
+    except ValueError as exc:
+        raise ApiError(400, "invalid_request", f"{name} {exc}, not {text!r:.80}") from None
+
+
+def parse_utc(text: str) -> datetime:
+    """The RFC 3339 date-time ``text`` in UTC; ``ValueError`` when it is not one, or has
+    no UTC offset. An instant past the years Python counts once in UTC, as
     ``9999-12-31T23:59:59-01:00`` is, becomes the first or last one it can count."""
     example = "as in 2026-01-31T09:00:00Z"
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        message = f"{name} must be a date-time, {example}, not {text!r:.80}"
-        raise ApiError(400, "invalid_request", message) from None
+        raise ValueError(f"must be a date-time, {example}") from None
     if value.utcoffset() is None:
-        message = f"{name} needs a UTC offset, {example}, not {text!r:.80}"
-        raise ApiError(400, "invalid_request", message)
+        raise ValueError(f"needs a UTC offset, {example}")
     try:
         return value.astimezone(UTC)
     except OverflowError:

@@ -46,6 +46,15 @@ async def verified_body(
     return body
 
 
+async def rotated_secret(services: Services, org: str, key: str) -> str:
+    """A new signing secret for the org's endpoint under ``key`` (shown once); 400 when
+    the server has no secrets key to keep it with."""
+    try:
+        return await services.store.hooks.rotate(org, key)
+    except SecretsKeyError as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from None
+
+
 @post("/v1/agents/{handle:str}/webhook", status_code=201, summary="Make the agent's webhook secret")
 async def make_hook(
     handle: FromPath[str], request: AuthedRequest, services: ServicesDep
@@ -53,10 +62,7 @@ async def make_hook(
     principal = request.user
     require_manager(principal)
     agent = await agent_or_404(services, principal.org_id, handle)
-    try:
-        secret = await services.store.hooks.rotate(principal.org_id, agent.handle)
-    except SecretsKeyError as exc:
-        raise ApiError(400, "invalid_request", str(exc)) from None
+    secret = await rotated_secret(services, principal.org_id, agent.handle)
     return HookOut(path=f"/v1/hooks/{principal.org_id}/{agent.handle}", secret=secret)
 
 

@@ -6,6 +6,7 @@ what changing the profile takes (``PUT /v1/agents/{handle}``'s check).
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 
 from litestar import delete, get, post
@@ -40,11 +41,7 @@ class SubscriptionOut(BaseModel):
 
 
 def _out(sub: SubscriptionRecord) -> SubscriptionOut:
-    return SubscriptionOut(
-        id=sub.id, agent=sub.agent, resource_type=sub.resource_type,
-        resource_id=sub.resource_id, event_types=sub.event_types, created_by=sub.created_by,
-        created_at=sub.created_at,
-    )  # fmt: skip
+    return SubscriptionOut(**asdict(sub))
 
 
 @get("/v1/agents/{handle:str}/subscriptions", summary="What the agent watches in the host app")

@@ -10,7 +10,7 @@ answers with what the first one started, and starts nothing.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from litestar import Request, delete, post
@@ -18,18 +18,12 @@ from litestar.params import FromPath, JSONBody
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from fleet import HANDLE_PATTERN, EventRouter, Routing
-from store import ContentEventRecord, SecretsKeyError
+from store import ContentEventRecord
 from stream._agents import require_manager
 from stream._api import AuthedRequest, HookOut, RequestBody, Services, ServicesDep
-from stream._bounds import (
-    FIRST_INSTANT,
-    LAST_INSTANT,
-    RUN_ID_PATTERN,
-    check_json_body,
-    check_message_length,
-)
+from stream._bounds import RUN_ID_PATTERN, check_json_body, check_message_length, parse_utc
 from stream._errors import ApiError
-from stream._hooks import verified_body
+from stream._hooks import rotated_secret, verified_body
 
 EVENTS_HOOK = "_events"
 """The org's events secret, kept beside agents' webhook secrets under a key no handle can
@@ -49,16 +43,7 @@ def _instant(value: object) -> object:
     which would refuse every string)."""
     if not isinstance(value, str):
         return value
-    try:
-        parsed = datetime.fromisoformat(value.upper())  # RFC 3339 allows a "t" and a "z"
-    except ValueError:
-        raise ValueError("must be a date-time, as in 2026-01-31T09:00:00Z") from None
-    if parsed.utcoffset() is None:
-        raise ValueError("needs a UTC offset, as in 2026-01-31T09:00:00Z")
-    try:
-        return parsed.astimezone(UTC)
-    except OverflowError:  # past the years Python counts once in UTC: the first or last
-        return LAST_INSTANT if parsed.year == LAST_INSTANT.year else FIRST_INSTANT
+    return parse_utc(value.upper())  # RFC 3339 allows a "t" and a "z"
 
 
 class ResourceIn(RequestBody):
@@ -166,10 +151,7 @@ async def post_event(
 async def make_events_hook(request: AuthedRequest, services: ServicesDep) -> HookOut:
     principal = request.user
     require_manager(principal, "manage the events endpoint")
-    try:
-        secret = await services.store.hooks.rotate(principal.org_id, EVENTS_HOOK)
-    except SecretsKeyError as exc:
-        raise ApiError(400, "invalid_request", str(exc)) from None
+    secret = await rotated_secret(services, principal.org_id, EVENTS_HOOK)
     return HookOut(path=f"/v1/event-hooks/{principal.org_id}", secret=secret)
 
 
