@@ -206,7 +206,10 @@ async def test_an_owner_edits_tools_and_identity_and_sees_version_2(
     await docs_shot(page, "web-agent-editor.png")
 
     # Reopened (a reload), the editor shows what version 2 changed, read from version 1.
+    # A real load: going to the same link in the open tab is only a fragment change,
+    # whose sign-in re-renders the agents view under the clicks below.
     await page.set_viewport_size(PHONE)
+    await page.goto("about:blank")
     await open_agent(page, bosun, "coach")
     await page.get_by_role("button", name="Edit agent").click()
     await expect(editor.locator(".edit-title")).to_have_text("Edit @coach · v2")
