@@ -364,6 +364,14 @@ class MeteredModel:
 _settling: set[asyncio.Task[None]] = set()  # keeps settles alive past a cancelled caller
 
 
+async def settles_done() -> None:
+    """Wait for the settles under way, their cap alerts included: where the store keeps
+    writes in order a turn ends before its last calls' settles (and their alert reads)
+    have run, so whoever reads the day's alerts right after a turn waits here first."""
+    while pending := [task for task in _settling if not task.done()]:
+        await asyncio.wait(pending)
+
+
 def _settled(task: asyncio.Task[None]) -> None:
     """Forget a finished settle; one nobody awaited reports its failure here."""
     _settling.discard(task)

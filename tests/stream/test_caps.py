@@ -19,7 +19,7 @@ from store import Store, UsageRecord, resets_at, utc_day
 from store._models import UsageRow
 from store._usage_models import DailySpendRow, DailyUsageRow
 from turn import CapPolicy, Turn, TurnKit, TurnModels, run_turn
-from turn._metering import BudgetExceededError
+from turn._metering import BudgetExceededError, settles_done
 
 ORG = "acme"
 HAIKU = "claude-haiku-4-5"  # $1 / $5 per million input / output tokens
@@ -144,6 +144,7 @@ async def test_each_alert_threshold_fires_once_a_day(store: Store) -> None:
     with structlog.testing.capture_logs() as logs:
         for _ in range(3):  # 2 calls each: 50 %, 100 %, then refused
             await run_turn(store, await turn(store, priced()), policy)
+        await settles_done()  # a turn may end before its settles' alerts (PostgreSQL)
     alerts = [e["threshold_pct"] for e in logs if e["event"] == "cap.threshold"]
     assert alerts == [50, 80, 100]
 
