@@ -38,6 +38,7 @@ VERSIONS_KEPT = 1024  # agent versions a dispatcher keeps read (then it starts a
 RETRY_S = 60.0
 """A run whose start failed (its agent version or models gone, a hiccup) stays queued and
 is tried again on this worker after this long, not on every round."""
+DISPATCH_READ = 100  # queued runs a dispatcher reads at a time (oldest first)
 _log = structlog.get_logger("bosun.runs")
 
 
@@ -256,15 +257,23 @@ class RunDispatcher:
 
     async def dispatch(self) -> list[str]:
         """Claim and start runs while this worker has room and one is claimable; the ids
-        of the runs started. A round that lost a claim (or a start) reads the queue again:
-        runs other workers took meanwhile are gone from it, and those that failed to start
-        wait ``RETRY_S``; what is queued later wakes the loop for another call."""
+        of the runs started. A claim lost to another worker (or a start that failed) goes
+        on to the next run of the same queue read, not to a second read: workers woken
+        together pick the same oldest runs, and the loser takes the one after. Only when
+        the read is used up with room left is the queue read again (runs that failed to
+        start wait ``RETRY_S``); what is queued later wakes the loop for another call."""
         started: list[str] = []
-        while (room := self._room()) > 0:
-            picked = await self._pick(room)
-            now = [run.id for run in picked if await self._start(run)]
-            started += now
-            if len(now) == len(picked):  # all it could claim: the queue read had no more
+        while self._room() > 0:
+            candidates = await self._pick()
+            missed = False
+            for run in candidates:
+                if self._room() <= 0:
+                    return started
+                if await self._start(run):
+                    started.append(run.id)
+                else:
+                    missed = True
+            if not missed:  # every run the read had started: there were no more
                 break
         return started
 
@@ -272,14 +281,15 @@ class RunDispatcher:
         self._mine &= set(self._runner.running)
         return self.per_worker - len(self._mine)
 
-    async def _pick(self, room: int) -> list[RunRecord]:
-        """The next ``room`` queued runs to start, in fair order (none: nothing is
-        claimable now, or every agent with queued runs is at ``per_agent``)."""
+    async def _pick(self) -> list[RunRecord]:
+        """The queued runs in fair order (none: nothing is claimable now, or every agent
+        with queued runs is at ``per_agent``): this worker starts them from the front
+        while it has room."""
         now = time.monotonic()
         self._retry_at = {run: at for run, at in self._retry_at.items() if at > now}
-        queued, running = await self._store.runs.dispatchable(limit=100)
+        queued, running = await self._store.runs.dispatchable(limit=DISPATCH_READ)
         queued = [run for run in queued if run.id not in self._retry_at]
-        return fair_order(queued, running, per_agent=self.per_agent)[:room]
+        return fair_order(queued, running, per_agent=self.per_agent)
 
     async def _start(self, run: RunRecord) -> bool:
         """Start ``run``; whether it started here (not when another worker claimed it

@@ -1,7 +1,7 @@
 """The run dispatcher is event-driven: a run queued by another worker (PostgreSQL
 ``NOTIFY``) or ending here starts the next at once with no poll in sight; a dispatcher
-fills its room even when other workers win some claims; a run whose start fails stays
-queued, never claimed without its turn."""
+fills its room from one queue read even when other workers win some claims; a run whose
+start fails stays queued, never claimed without its turn."""
 
 from __future__ import annotations
 
@@ -110,7 +110,11 @@ async def test_a_dispatcher_fills_its_room_when_other_workers_win_some_claims(
             await take_two()
             return found
 
+        reads = 0
+
         async def raced_all(limit: int) -> tuple[list[RunRecord], dict[Any, int]]:
+            nonlocal reads
+            reads += 1
             found = await read_all(limit)
             await take_two()
             return found
@@ -121,6 +125,7 @@ async def test_a_dispatcher_fills_its_room_when_other_workers_win_some_claims(
         await until_done(server, started)
 
     assert sorted(started) == sorted(ids[2:6])  # its whole room (4), not the 2 left of a round
+    assert reads == 1  # the lost claims went on to the next runs of that read, not a new one
 
 
 async def test_a_run_that_fails_to_start_stays_queued_unclaimed(
