@@ -1,4 +1,5 @@
-"""``bosun prune --older-than 90d``: delete whole finished sessions idle since before a cutoff.
+"""``bosun prune --older-than 90d``: delete whole finished sessions idle since before a cutoff
+(and the content events the host app reported before it).
 
 A dry run by default: it prints what would go, and only ``--apply`` deletes. The work is
 ``store.retention.prune``; this module renders the report (``bosun.cli_args`` parses the
@@ -67,12 +68,14 @@ def render(report: PruneReport) -> str:
     cutoff = report.cutoff.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     verb = "removed" if report.applied else "dry run: would remove"
     text = f"{verb} {_count(report.sessions, 'session')} ({rows}) last active before {cutoff}"
+    if report.content_events:
+        text += f" and {_count(report.content_events, 'content event')} received before it"
     if report.kept_waiting:
         text += (
             f"; kept {_count(report.kept_waiting, 'older session')} with a turn still running "
             "or waiting for the user"
         )
     text += "."
-    if not report.applied and report.sessions:
+    if not report.applied and (report.sessions or report.content_events):
         text += " Run again with --apply to delete."
     return text

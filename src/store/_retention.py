@@ -8,6 +8,10 @@ partial. A session is kept while one of its turns is ``running`` or ``suspended`
 suspended turn still waits for the user's answer) or one of its calls waits in the
 approval inbox. Audit rows (``audit_log``) record changes to org
 data, not session data, and stay.
+
+The host app's content events received before the cutoff go too (their outcome only
+answered a redelivery, long over), but for the ``created`` events whose actor was an
+agent: they are how a reply to a resource an agent made finds that agent, however old.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Select, delete, exists, func, select
+from sqlalchemy import ColumnElement, Select, delete, exists, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._approvals import ApprovalRow
 from store._artifacts import ArtifactRow
+from store._content_events import ContentEventRow
 from store._db import Database
 from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, UsageRow
 from store._threads import ProtocolThreadRow
@@ -59,6 +64,7 @@ class PruneReport:
     approvals: int = 0
     artifacts: int = 0
     protocol_threads: int = 0
+    content_events: int = 0
     kept_waiting: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +87,12 @@ def _waiting_turn() -> ColumnElement[bool]:
 
 def _prunable(before: datetime) -> tuple[ColumnElement[bool], ...]:
     return SessionRow.updated_at < before, ~_waiting_turn()
+
+
+def _old_event(before: datetime) -> tuple[ColumnElement[bool], ...]:
+    """A content event received before the cutoff that reply routing does not need."""
+    made_by_agent = (ContentEventRow.type == "created") & (ContentEventRow.actor_type == "agent")
+    return ContentEventRow.received_at < before, ~made_by_agent
 
 
 class Retention:
@@ -120,9 +132,29 @@ class Retention:
                 )
             for name, count in removed.items():
                 totals[name] += count
+        totals["content_events"] = await self._prune_content_events(before, batch_size)
         async with self._db.read() as conn:
             kept = await _kept_waiting(conn, before)
         return PruneReport(cutoff=before, applied=True, kept_waiting=kept, **totals)
+
+    async def _prune_content_events(self, before: datetime, batch_size: int) -> int:
+        """Delete the old content events as sessions go: one read of their keys, then
+        batches by primary key."""
+        keys = select(ContentEventRow.org_id, ContentEventRow.id).where(*_old_event(before))
+        async with self._db.read() as conn:
+            found = [tuple(row) for row in await conn.execute(keys)]
+        removed = 0
+        for start in range(0, len(found), batch_size):
+            batch = found[start : start + batch_size]
+            async with self._db.write() as conn:
+                result = await conn.execute(
+                    delete(ContentEventRow).where(
+                        tuple_(ContentEventRow.org_id, ContentEventRow.id).in_(batch),
+                        *_old_event(before),
+                    )
+                )
+            removed += result.rowcount
+        return removed
 
     @staticmethod
     async def _delete_batch(
@@ -161,6 +193,9 @@ class Retention:
                 counts[name] = await _count(
                     conn, select(table.session_id).where(table.session_id.in_(prunable))
                 )
+            counts["content_events"] = await _count(
+                conn, select(ContentEventRow.id).where(*_old_event(before))
+            )
             kept = await _kept_waiting(conn, before)
         return PruneReport(cutoff=before, applied=False, kept_waiting=kept, **counts)
 

@@ -211,6 +211,12 @@ def test_render_counts_singulars_and_says_when_there_is_nothing_to_do() -> None:
         "last active before 2026-08-24T00:00:00Z; kept 2 older sessions with a turn still "
         "running or waiting for the user."
     )
+    events_only = PruneReport(cutoff=cutoff, applied=False, content_events=40)
+    assert render(events_only) == (
+        "dry run: would remove 0 sessions (0 events, 0 turns, 0 tool executions, 0 usage rows) "
+        "last active before 2026-08-24T00:00:00Z and 40 content events received before it. "
+        "Run again with --apply to delete."
+    )
 
 
 def test_an_unmigrated_database_fails_with_a_hint(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Retention on real SQLite and real PostgreSQL: whole finished sessions go, nothing else."""
+"""Retention on real SQLite and real PostgreSQL: whole finished sessions go, and the host
+app's old content events but those that route replies to agents; nothing else."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from events import Done, SessionStarted, TextDelta, TurnStatus, UserMessage
-from store import PruneReport, Store, UsageRecord
+from store import ContentEventRecord, PruneReport, Store, UsageRecord
+from store._content_events import ContentEventRow
 from store._models import (
     AuditLogRow,
     EventRow,
@@ -264,3 +266,45 @@ async def test_a_session_that_came_back_to_life_mid_prune_stays(
         "tool_executions": 2,
         "usage": 2,
     }
+
+
+async def _content_event(
+    store: Store, event_id: str, *, kind: str, actor: str, received: datetime
+) -> None:
+    """A content event as the host app reported it, received at ``received``."""
+    event = ContentEventRecord(
+        org_id="acme", id=event_id, type=kind, resource_type="note", resource_id="n1",
+        title=None, actor_type=actor, actor_id="coach" if actor == "agent" else "alice",
+        actor_run_id=None, text="hi", mentions=None, reply_to_type=None, reply_to_id=None,
+        at=received,
+    )  # fmt: skip
+    assert await store.content_events.claim(event)
+    async with store.db.write() as conn:
+        await conn.execute(
+            update(ContentEventRow)
+            .where(ContentEventRow.id == event_id)
+            .values(received_at=received)
+        )
+
+
+async def test_old_content_events_go_but_what_routes_replies_to_agents_stays(
+    store: Store,
+) -> None:
+    """A reply to a note coach created finds coach by coach's ``created`` event, however
+    old; the other events received before the cutoff go, in batches."""
+    now = utcnow()
+    cutoff, old = now - timedelta(days=90), now - timedelta(days=100)
+    for n in range(3):
+        await _content_event(store, f"old-{n}", kind="commented", actor="user", received=old)
+    await _content_event(store, "old-by-coach", kind="created", actor="agent", received=old)
+    await _content_event(store, "old-by-alice", kind="created", actor="user", received=old)
+    await _content_event(store, "recent", kind="commented", actor="user", received=now)
+
+    dry = await store.retention.prune(before=cutoff, apply=False)
+    report = await store.retention.prune(before=cutoff, apply=True, batch_size=2)
+
+    assert (dry.content_events, dry.applied, report.content_events) == (4, False, 4)
+    async with store.db.read() as conn:
+        left = set(await conn.scalars(select(ContentEventRow.id)))
+    assert left == {"old-by-coach", "recent"}
+    assert await store.content_events.creators("acme", "note", "n1") == {"coach"}
