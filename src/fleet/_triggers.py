@@ -22,14 +22,13 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
 import structlog
 
 from fleet._directory import Agent, AgentDirectory, AgentNotFoundError
 from fleet._runs import AgentPausedError, AgentRateLimitedError, RunDispatcher, RunRequest
-from store import ContentEventRecord, Store
+from store import ContentEventRecord, Cooldown, Store
 
 TriggerKind = Literal["mention", "reply", "subscription"]
 SkipReason = Literal["self", "hops", "cooldown", "paused", "rate_limited"]
@@ -213,7 +212,7 @@ class EventRouter:
                 continue
             reason = await self._refusal(event, agent)
             if reason is None:
-                reason = await self._start(event, agent, kind, routing)
+                reason = await self._start_cooled(event, agent, kind, routing)
             if reason is not None:
                 routing.skipped.append(Skipped(handle, kind, reason))
                 _log.info(
@@ -231,21 +230,38 @@ class EventRouter:
         )
         return sorted(found)
 
-    async def _refusal(self, event: ContentEventRecord, agent: Agent) -> SkipReason | None:
-        """Why the event may not start ``agent`` (its own event, its hop limit, its
-        cool-down on the resource), or ``None``."""
+    @staticmethod
+    async def _refusal(event: ContentEventRecord, agent: Agent) -> SkipReason | None:
+        """Why the event may not start ``agent`` (its own event, its hop limit), or
+        ``None``."""
         if event.actor_type == "agent" and event.actor_id == agent.handle:
             return "self"
-        limits = agent.profile.triggers
-        if event.hops + 1 > limits.max_hops:
+        if event.hops + 1 > agent.profile.triggers.max_hops:
             return "hops"
-        if limits.cooldown_s > 0 and await self._store.content_events.triggered_since(
-            event.org_id, agent.handle, resource_type=event.resource_type,
-            resource_id=event.resource_id, other_than=event.id,
-            since=datetime.now(UTC) - timedelta(seconds=limits.cooldown_s),
-        ):  # fmt: skip
-            return "cooldown"
         return None
+
+    async def _start_cooled(
+        self, event: ContentEventRecord, agent: Agent, kind: TriggerKind, routing: Routing
+    ) -> SkipReason | None:
+        """Take the agent's cool-down on the resource (``cooldown`` when another event
+        holds it), then start the run; a run that does not start gives it back."""
+        seconds = agent.profile.triggers.cooldown_s
+        if seconds <= 0:
+            return await self._start(event, agent, kind, routing)
+        cooldown = Cooldown(
+            event.org_id, agent.handle, event.resource_type, event.resource_id, event.id
+        )
+        events, started = self._store.content_events, len(routing.runs)
+        if not await events.take_cooldown(cooldown, seconds):
+            return "cooldown"
+        try:
+            reason = await self._start(event, agent, kind, routing)
+        except BaseException:
+            await events.give_back_cooldown(cooldown)
+            raise
+        if len(routing.runs) == started:
+            await events.give_back_cooldown(cooldown)
+        return reason
 
     async def _start(
         self, event: ContentEventRecord, agent: Agent, kind: TriggerKind, routing: Routing

@@ -20,7 +20,7 @@ from store._approvals import (
 )
 from store._artifacts import ARTIFACT_ID_PATTERN, ArtifactRecord, Artifacts
 from store._audit import AuditEntry, AuditLog
-from store._content_events import ContentEventRecord, ContentEvents
+from store._content_events import ContentEventRecord, ContentEvents, Cooldown
 from store._hooks import AgentHooks
 from store._hot_pg import TurnOpening
 from store._idempotency import IdempotencyClaim
@@ -96,6 +96,7 @@ __all__ = [
     "Claim",
     "ContentEventRecord",
     "ContentEvents",
+    "Cooldown",
     "DaySpend",
     "DayUsage",
     "Decision",

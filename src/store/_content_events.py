@@ -5,17 +5,18 @@ An event is claimed by its primary key (org, the host's id) before it is routed,
 deliveries of one event, however close together and on whichever worker, route it once:
 the loser reads the winner's outcome. The reads routing needs live here too: which agents'
 runs created a resource (their audit rows, through the tool call, its turn and its run,
-and the ``created`` events agents reported), how many hops a run is from a person, and
-whether an agent was lately triggered on a resource (its cool-down).
+and the ``created`` events agents reported) and how many hops a run is from a person.
+An agent's cool-down on a resource is a row of its own (``trigger_cooldowns``), taken by
+one conditional upsert, so two events on one resource at once start the agent once.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Index, Integer, String, Text, delete, select, update
+from sqlalchemy import ColumnElement, Index, Integer, String, Text, delete, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
@@ -51,6 +52,37 @@ class ContentEventRow(Base):
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     hops: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSONData, default=None)
+
+
+class TriggerCooldownRow(Base):
+    """An agent's cool-down on a resource: the event that started it, and its end."""
+
+    __tablename__ = "trigger_cooldowns"
+
+    org_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(64), primary_key=True)
+    resource_type: Mapped[str] = mapped_column(String(40), primary_key=True)
+    resource_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(200))
+    until: Mapped[datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class Cooldown:
+    """Whose cool-down on what, for which event."""
+
+    org_id: str
+    agent: str
+    resource_type: str
+    resource_id: str
+    event_id: str
+
+    def key(self) -> tuple[ColumnElement[bool], ...]:
+        row = TriggerCooldownRow
+        return (
+            row.org_id == self.org_id, row.agent == self.agent,
+            row.resource_type == self.resource_type, row.resource_id == self.resource_id,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,34 +207,32 @@ class ContentEvents:
             latest = await conn.scalar(query.order_by(RunRow.created_at.desc()).limit(1))
         return int(latest or 0)
 
-    async def triggered_since(
-        self,
-        org_id: str,
-        agent: str,
-        *,
-        resource_type: str,
-        resource_id: str,
-        since: datetime,
-        other_than: str,
-    ) -> bool:
-        """Whether an event on the resource (other than ``other_than``) started a run of
-        ``agent`` at ``since`` or later: its cool-down."""
-        query = (
-            select(RunRow.id)
-            .join(
-                ContentEventRow,
-                (ContentEventRow.org_id == RunRow.org_id)
-                & (ContentEventRow.id == RunRow.trigger_event_id),
-            )
-            .where(
-                RunRow.org_id == org_id,
-                RunRow.agent == agent,
-                RunRow.created_at >= since,
-                RunRow.trigger_event_id != other_than,
-                ContentEventRow.resource_type == resource_type,
-                ContentEventRow.resource_id == resource_id,
-            )
-            .limit(1)
-        )
-        async with self._db.read() as conn:
+    async def take_cooldown(self, cooldown: Cooldown, seconds: int) -> bool:
+        """Start ``cooldown`` for ``seconds`` unless another event's is still on: whether
+        its event may start the agent. One statement (an upsert that overwrites only an
+        ended cool-down, or this event's own from an earlier try), so of two events on
+        the resource at once, on any workers, one takes it."""
+        now = utcnow()
+        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
+        values = {**asdict(cooldown), "until": now + timedelta(seconds=seconds)}
+        insert = dialect_insert(TriggerCooldownRow).values(**values)
+        query = insert.on_conflict_do_update(
+            index_elements=["org_id", "agent", "resource_type", "resource_id"],
+            set_={"event_id": insert.excluded.event_id, "until": insert.excluded.until},
+            where=or_(
+                TriggerCooldownRow.until <= now,
+                TriggerCooldownRow.event_id == cooldown.event_id,
+            ),
+        ).returning(TriggerCooldownRow.agent)
+        async with self._db.write() as conn:
             return (await conn.execute(query)).first() is not None
+
+    async def give_back_cooldown(self, cooldown: Cooldown) -> None:
+        """End a cool-down its event took but started no run with (a pause, the rate
+        limit, a failure): the next event on the resource may start the agent."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                delete(TriggerCooldownRow).where(
+                    *cooldown.key(), TriggerCooldownRow.event_id == cooldown.event_id
+                )
+            )

@@ -11,7 +11,8 @@ data, not session data, and stay.
 
 The host app's content events received before the cutoff go too (their outcome only
 answered a redelivery, long over), but for the ``created`` events whose actor was an
-agent: they are how a reply to a resource an agent made finds that agent, however old.
+agent: they are how a reply to a resource an agent made finds that agent, however old;
+and the agents' cool-downs on resources that ended before it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._approvals import ApprovalRow
 from store._artifacts import ArtifactRow
-from store._content_events import ContentEventRow
+from store._content_events import ContentEventRow, TriggerCooldownRow
 from store._db import Database
 from store._models import EventRow, SessionRow, ToolExecutionRow, TurnRow, UsageRow
 from store._threads import ProtocolThreadRow
@@ -139,10 +140,13 @@ class Retention:
 
     async def _prune_content_events(self, before: datetime, batch_size: int) -> int:
         """Delete the old content events as sessions go: one read of their keys, then
-        batches by primary key."""
+        batches by primary key (and the agents' cool-downs that ended before the cutoff:
+        one statement, a row per agent and resource)."""
         keys = select(ContentEventRow.org_id, ContentEventRow.id).where(*_old_event(before))
         async with self._db.read() as conn:
             found = [tuple(row) for row in await conn.execute(keys)]
+        async with self._db.write() as conn:
+            await conn.execute(delete(TriggerCooldownRow).where(TriggerCooldownRow.until < before))
         removed = 0
         for start in range(0, len(found), batch_size):
             batch = found[start : start + batch_size]

@@ -14,8 +14,8 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from events import Done, SessionStarted, TextDelta, TurnStatus, UserMessage
-from store import ContentEventRecord, PruneReport, Store, UsageRecord
-from store._content_events import ContentEventRow
+from store import ContentEventRecord, Cooldown, PruneReport, Store, UsageRecord
+from store._content_events import ContentEventRow, TriggerCooldownRow
 from store._models import (
     AuditLogRow,
     EventRow,
@@ -291,7 +291,8 @@ async def test_old_content_events_go_but_what_routes_replies_to_agents_stays(
     store: Store,
 ) -> None:
     """A reply to a note coach created finds coach by coach's ``created`` event, however
-    old; the other events received before the cutoff go, in batches."""
+    old; the other events received before the cutoff go, in batches, and the cool-downs
+    that ended before it."""
     now = utcnow()
     cutoff, old = now - timedelta(days=90), now - timedelta(days=100)
     for n in range(3):
@@ -299,6 +300,16 @@ async def test_old_content_events_go_but_what_routes_replies_to_agents_stays(
     await _content_event(store, "old-by-coach", kind="created", actor="agent", received=old)
     await _content_event(store, "old-by-alice", kind="created", actor="user", received=old)
     await _content_event(store, "recent", kind="commented", actor="user", received=now)
+    for resource in ("n1", "n2"):
+        await store.content_events.take_cooldown(
+            Cooldown("acme", "coach", "note", resource, "e"), 60
+        )
+    async with store.db.write() as conn:  # n1's cool-down ended long ago
+        await conn.execute(
+            update(TriggerCooldownRow)
+            .where(TriggerCooldownRow.resource_id == "n1")
+            .values(until=old)
+        )
 
     dry = await store.retention.prune(before=cutoff, apply=False)
     report = await store.retention.prune(before=cutoff, apply=True, batch_size=2)
@@ -307,4 +318,7 @@ async def test_old_content_events_go_but_what_routes_replies_to_agents_stays(
     async with store.db.read() as conn:
         left = set(await conn.scalars(select(ContentEventRow.id)))
     assert left == {"old-by-coach", "recent"}
+    async with store.db.read() as conn:
+        cooling = set(await conn.scalars(select(TriggerCooldownRow.resource_id)))
+    assert cooling == {"n2"}
     assert await store.content_events.creators("acme", "note", "n1") == {"coach"}

@@ -9,6 +9,7 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,8 +22,10 @@ from test_triggers import quick, signed
 from bosun_demo import seed_demo
 from conftest import Server, ServerFactory
 from fleet import candidates, mentioned
+from store import Cooldown, Store
 
 NOW = datetime(2026, 11, 27, 9, 0, tzinfo=UTC).isoformat()
+SKIPPED_COOLDOWN = {"agent": "coach", "kind": "mention", "reason": "cooldown"}
 
 
 def event(text: str | None = None, **changes: Any) -> dict[str, Any]:
@@ -275,6 +278,44 @@ async def test_a_cooldown_per_agent_and_resource_then_pause_and_rate_limit_apply
     assert busy[1]["skipped"] == [{"agent": "busy", "kind": "mention", "reason": "rate_limited"}]
     assert sleepy.json()["skipped"] == [{"agent": "sleepy", "kind": "mention", "reason": "paused"}]
     assert sleepy_runs == []
+
+
+async def test_events_on_one_resource_at_once_start_the_agent_once(
+    make_server: ServerFactory,
+) -> None:
+    """The cool-down is taken by one statement, not read and then written: of events
+    posted together on one resource, one starts coach; the others skip it."""
+    async with make_server(quick()) as server:
+        await agent(server, "coach")  # cooldown_s: 60
+        answers = await asyncio.gather(*(post(server, event("@coach")) for _ in range(4)))
+        runs = await runs_of(server, "coach")
+
+    bodies = [answer.json() for answer in answers]
+    assert sorted(len(body["runs"]) for body in bodies) == [0, 0, 0, 1]
+    assert sum(body["skipped"] == [SKIPPED_COOLDOWN] for body in bodies) == 3
+    assert len(runs) == 1
+
+
+async def test_a_cooldown_ends_and_a_trigger_that_started_nothing_leaves_none(
+    store: Store,
+) -> None:
+    """A cool-down holds the resource for its seconds against other events, but not
+    against a retry of its own event; given back (its run did not start), the next event
+    takes it."""
+    events = store.content_events
+    first, second = (Cooldown("acme", "coach", "note", "n1", e) for e in ("evt_1", "evt_2"))
+    other = Cooldown("acme", "coach", "note", "n2", "evt_3")
+    taken = [await events.take_cooldown(c, 60) for c in (first, second, first, other)]
+    await events.give_back_cooldown(second)  # not its cool-down: nothing changes
+    held = await events.take_cooldown(second, 60)
+    await events.give_back_cooldown(first)
+    after_give_back = await events.take_cooldown(second, 60)
+    gone = Cooldown("acme", "lapsed", "note", "n1", "evt_4")
+    assert await events.take_cooldown(gone, 0)  # ends at once
+    lapsed = await events.take_cooldown(replace(gone, event_id="evt_5"), 60)
+
+    assert taken == [True, False, True, True]
+    assert (held, after_give_back, lapsed) == (False, True, True)
 
 
 async def test_the_hosts_backend_posts_signed_events(make_server: ServerFactory) -> None:
