@@ -286,3 +286,24 @@ async def test_changes_list_each_changed_field(page: Page, bosun: Bosun) -> None
         {"path": "limits.max_steps", "text": "30 → 20"},
         {"path": "tools", "text": '+ "d.*", \u2212 "a.*"'},
     ]
+
+
+async def test_an_owner_gives_an_agent_to_a_member(page: Page, bosun: Bosun) -> None:
+    """The editor's Parent field: a user of the org who then owns the agent (blank: the
+    org's); the save says so in its changes and the API has it."""
+    with bosun.api() as client:
+        made = client.post("/v1/agents", json={"handle": "helper", "name": "Helper"})
+        assert made.status_code == 201, made.text
+    await page.set_viewport_size(DESKTOP)
+    await open_agent(page, bosun, "helper")
+    await page.get_by_role("button", name="Edit agent").click()
+    editor = page.locator("form.agent-editor")
+    parent = editor.get_by_label("Parent")
+    await expect(parent).to_have_value("")
+    await parent.fill("ada")
+    await editor.get_by_role("button", name="Save as v2").click()
+    await expect(editor.locator(".edit-title")).to_have_text("Edit @helper · v2")
+    changes = editor.locator(".edit-changes li")
+    await expect(changes).to_have_text(['parent: unset → "ada"'])
+    with bosun.api() as client:
+        assert client.get("/v1/agents/helper").json()["parent"] == "ada"

@@ -133,7 +133,9 @@ export class AgentEditor {
     return h("fieldset.edit-group", {}, h("legend", { textContent: "Identity" }),
       field("Name", h("input", { name: "name", type: "text", value: agent.name, required: true })),
       field("Identity prompt", h("textarea", { name: "identity_prompt", rows: 4, value: agent.identity_prompt }),
-        "The first system block of every role's prompt."));
+        "The first system block of every role's prompt."),
+      field("Parent", h("input", { name: "parent", type: "text", value: agent.parent ?? "", placeholder: "none: the org's agent" }),
+        "The user of the org who owns it: they edit it, answer its approvals and get its notices."));
   }
 
   modelsSection(agent) {
@@ -263,6 +265,7 @@ export class AgentEditor {
     const profile = structuredClone(profileOf(this.agent));
     profile.name = value("name");
     profile.identity_prompt = value("identity_prompt");
+    profile.parent = value("parent").trim() || null;
     profile.models = Object.fromEntries(ROLES.map((r) => [r, value(`model-${r}`) || null]));
     const every = form.querySelector("input[name=tools-mode][value=all]").checked;
     const ticked = [...form.querySelectorAll("input[name=tool]:checked")]
