@@ -83,6 +83,22 @@ def require_editor(principal: Principal, agent: Agent) -> None:
         raise ApiError(403, "forbidden", "Only owner or staff (or its parent) may change an agent")
 
 
+async def require_profile_writer(services: Services, principal: Principal, what: str) -> None:
+    """403 unless the caller may write some agent's profile: owner or staff, a member who
+    parents one of the org's agents, or any member where the org lets members create
+    agents (``members_create_agents``)."""
+    if principal.sees_whole_org:
+        return
+    if any(is_parent(principal, agent) for agent in await services.agents.list(principal.org_id)):
+        return
+    if (await services.store.orgs.settings(principal.org_id)).members_create_agents:
+        return
+    raise ApiError(
+        403, "forbidden",
+        f"Only owner or staff, or a member who owns an agent or may create one, may {what}",
+    )  # fmt: skip
+
+
 def _absent(handle: str) -> ApiError:
     return ApiError(404, "not_found", f"No agent {handle!r} in this organisation")
 

@@ -2,7 +2,8 @@
 editor (the web page's): the tools grouped by router with the blocked ones marked, the
 org's toolsets, the model specs and the per-user sources.
 
-Owners and staff only, as they alone write profiles; the org's toolsets are its own.
+For whoever writes profiles: owners and staff, a member who parents an agent, and any
+member where the org lets members create agents; the org's toolsets are its own.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from litestar import get
 from pydantic import BaseModel, Field
 
 from fleet import covers
-from stream._agents import require_manager
+from stream._agents import require_profile_writer
 from stream._api import AuthedRequest, ServicesDep
 
 
@@ -39,10 +40,13 @@ class CatalogueOut(BaseModel):
     user_data: list[str] = Field(description="The per-user context sources.")
 
 
-@get("/v1/catalogue", summary="What agent profiles may name here (owner or staff)")
+@get(
+    "/v1/catalogue",
+    summary="What agent profiles may name here (owner, staff, or a member who writes one)",
+)
 async def agents_catalogue(request: AuthedRequest, services: ServicesDep) -> CatalogueOut:
     principal = request.user
-    require_manager(principal, "read the agent catalogue")
+    await require_profile_writer(services, principal, "read the agent catalogue")
     policy = services.agents.policy
     blocked, allowed = policy.always_blocked, policy.always_allowed
 

@@ -437,3 +437,23 @@ async def test_a_run_no_person_started_acts_as_the_parent_with_the_member_role(
         "u1",
         "member",
     )
+
+
+async def test_the_catalogue_is_for_whoever_writes_a_profile(make_server: ServerFactory) -> None:
+    """``GET /v1/catalogue`` (what an editor may name): a member who parents an agent
+    reads it to edit theirs; another member only once the org lets members create agents."""
+    async with make_server() as server:
+
+        async def catalogue(**claims: str) -> tuple[int, str | None]:
+            read = await server.client.get("/v1/catalogue", headers=server.auth(**claims))
+            return status(read)
+
+        before = await catalogue(**MARIA)
+        made = await create(server, {"handle": "mine", "name": "M", "parent": "maria"}, **OWNER)
+        assert made.status_code == 201, made.text
+        parent, other = await catalogue(**MARIA), await catalogue(**CAROL)
+        await allow_members(server)
+        allowed = await catalogue(**CAROL)
+
+    assert before == (403, "forbidden") == other
+    assert parent == (200, None) == allowed

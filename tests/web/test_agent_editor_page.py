@@ -307,3 +307,34 @@ async def test_an_owner_gives_an_agent_to_a_member(page: Page, bosun: Bosun) -> 
     await expect(changes).to_have_text(['parent: unset → "ada"'])
     with bosun.api() as client:
         assert client.get("/v1/agents/helper").json()["parent"] == "ada"
+
+
+async def test_a_member_edits_the_agent_they_parent(page: Page, bosun: Bosun) -> None:
+    """Ada parents @mine: she gets its editor (its Parent read-only: she stays its
+    parent) and saves a version; the org's agents stay uneditable for her."""
+    with bosun.api() as client:
+        made = client.post("/v1/agents", json={"handle": "mine", "name": "Mine", "parent": "ada"})
+        assert made.status_code == 201, made.text
+    token = mint_token(
+        TokenConfig(DEV_JWT_SECRET), user="ada", org="dev-org", role="member", ttl_s=3600
+    )
+    await page.set_viewport_size(DESKTOP)
+    await page.goto(f"{bosun.url}/#token={token}")
+    await page.get_by_role("button", name="Agents").click()
+    await page.locator("button.agent[data-handle=mine]").click()
+    await page.get_by_role("button", name="Edit agent").click()
+    editor = page.locator("form.agent-editor")
+    await expect(editor.get_by_label("Parent")).to_have_value("ada")
+    await expect(editor.get_by_label("Parent")).not_to_be_editable()
+    await editor.get_by_label("Identity prompt").fill("You are Ada's helper.")
+    await editor.get_by_role("button", name="Save as v2").click()
+    await expect(editor.locator(".edit-title")).to_have_text("Edit @mine · v2")
+    await page.locator("button.agent[data-handle=coach]").click()
+    await expect(page.locator("button.agent[data-handle=coach]")).to_have_attribute(
+        "aria-current", "true"
+    )
+    await expect(page.get_by_role("button", name="Edit agent")).to_have_count(0)
+    with bosun.api() as client:
+        saved = client.get("/v1/agents/mine").json()
+    assert (saved["version"], saved["parent"]) == (2, "ada")
+    assert saved["identity_prompt"] == "You are Ada's helper."

@@ -110,12 +110,15 @@ function costBars(days) {
 
 export class AgentsView {
   /** `api(method, path, body)` gives `{data}` or `{error}`; `headers()` the auth header;
-   * `manager()` whether the signed-in user is an owner or staff (who read costs). */
-  constructor(root, { api, headers, manager = () => true }) {
+   * `manager()` whether the signed-in user is an owner or staff (who read costs and edit
+   * every agent); `user()` their user id (a member edits the agents they parent). */
+  constructor(root, { api, headers, manager = () => true, user = () => null }) {
     this.root = root;
     this.api = api;
     this.headers = headers;
     this.manager = manager;
+    this.user = user;
+    this.parents = new Map(); // handle -> its parent (a user id), from the list
     this.agent = null; // the handle whose runs are shown
     this.runId = null; // the run whose detail is shown
     this.timer = null;
@@ -143,6 +146,7 @@ export class AgentsView {
   async renderAgents() {
     const { data, error } = await this.api("GET", "/v1/agents");
     const list = h("ul.agent-list", { role: "list" });
+    this.parents = new Map((data ?? []).map((agent) => [agent.handle, agent.parent ?? null]));
     for (const agent of data ?? []) {
       const paused = agent.paused || agent.paused_at;
       const button = h(
@@ -205,8 +209,10 @@ export class AgentsView {
     this.editor = new AgentEditor(editorRoot, {
       api: this.api,
       onSaved: (agent) => this.saved(agent),
+      manager: this.manager,
     });
-    const edit = this.manager()
+    const mine = this.user() !== null && this.parents.get(handle) === this.user();
+    const edit = this.manager() || mine
       ? h("button.edit-agent", { type: "button", textContent: "Edit agent" })
       : null;
     edit?.addEventListener("click", async () => {

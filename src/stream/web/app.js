@@ -61,6 +61,7 @@ const agentsView = new AgentsView(ui.agents, {
   api: (...args) => api(...args),
   headers: () => authHeaders(),
   manager: () => MANAGERS.has(claimsOf(state.token ?? "")?.role), // costs: owner and staff
+  user: () => claimsOf(state.token ?? "")?.sub ?? null, // a member edits the agents they parent
 });
 
 const approvalsView = new ApprovalsView(ui.approvals, {

@@ -1,8 +1,9 @@
-// The agent editor (owners and staff): an agent's identity, models, tools (checkboxes by
-// router, the server's blocked ones disabled), approvals, limits, schedule and cost
-// alerts. Saving PUTs the whole profile, which the server keeps as the next version; the
-// editor then shows what changed from the version before. It talks to the same API as
-// everyone else (GET /v1/catalogue, /v1/agents/{handle}, .../versions/{n}).
+// The agent editor (owners and staff; a member for the agents they parent): an agent's
+// identity, models, tools (checkboxes by router, the server's blocked ones disabled),
+// approvals, limits, schedule and cost alerts. Saving PUTs the whole profile, which the
+// server keeps as the next version; the editor then shows what changed from the version
+// before. It talks to the same API as everyone else (GET /v1/catalogue,
+// /v1/agents/{handle}, .../versions/{n}).
 
 import { h } from "./render.js";
 
@@ -74,11 +75,13 @@ function listOfText(text) {
 
 export class AgentEditor {
   /** `api(method, path, body)` gives `{data}` or `{error}`; `onSaved(agent)` is told of
-   * each version saved. */
-  constructor(root, { api, onSaved = () => {} }) {
+   * each version saved; `manager()` whether the editor is an owner or staff (a member
+   * edits an agent they parent, and stays its parent). */
+  constructor(root, { api, onSaved = () => {}, manager = () => true }) {
     this.root = root;
     this.api = api;
     this.onSaved = onSaved;
+    this.manager = manager;
     this.agent = null; // the version being edited (AgentOut)
     this.catalogue = null;
   }
@@ -134,7 +137,7 @@ export class AgentEditor {
       field("Name", h("input", { name: "name", type: "text", value: agent.name, required: true })),
       field("Identity prompt", h("textarea", { name: "identity_prompt", rows: 4, value: agent.identity_prompt }),
         "The first system block of every role's prompt."),
-      field("Parent", h("input", { name: "parent", type: "text", value: agent.parent ?? "", placeholder: "none: the org's agent" }),
+      field("Parent", h("input", { name: "parent", type: "text", value: agent.parent ?? "", placeholder: "none: the org's agent", readOnly: !this.manager() }),
         "The user of the org who owns it: they edit it, answer its approvals and get its notices."));
   }
 
