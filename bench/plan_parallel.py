@@ -228,6 +228,9 @@ def serve(args: argparse.Namespace) -> int:
     app = bosun_app(
         args.db, latency_ms=args.latency_ms, max_executors=args.max_executors, calls=args.calls
     )
+    from bosun.app import freeze_startup_heap
+
+    freeze_startup_heap()  # as `bosun serve` does before serving
     loop, http = loop_and_http()
     signal.signal(signal.SIGTERM, raise_exit)  # so the profile below is still written
     profiler = cProfile.Profile() if args.profile else None

@@ -126,6 +126,10 @@ def serve(kind: ServerKind, port: int, db_path: Path, deltas: int, profile: Path
     import uvicorn
 
     app = _bosun_app(db_path, deltas) if kind == "bosun" else _bare_app(deltas)
+    if kind == "bosun":  # as `bosun serve` does before serving
+        from bosun.app import freeze_startup_heap
+
+        freeze_startup_heap()
     loop, http = loop_and_http()
     # uvicorn shuts down gracefully on SIGTERM, then re-raises it: make that an exception
     # here so the profile below is still written.

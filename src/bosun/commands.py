@@ -133,7 +133,7 @@ async def _migrate(url: str, revision: str = "head", *, toolsets: Sequence[Tools
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from bosun.app import build_app
+    from bosun.app import build_app, freeze_startup_heap
 
     if not settings.secret_is_safe() and not args.dev:
         print(UNSAFE_SECRET_HELP, file=sys.stderr)
@@ -174,6 +174,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             f"Web chat, signed in: http://{host}:{args.port}/#token={token}{key_note}",
             file=sys.stderr,
         )
+    freeze_startup_heap()
     try:
         uvicorn.run(
             app,
