@@ -133,6 +133,7 @@ async def test_json_reports_every_count(
         "approvals": 0,
         "artifacts": 0,
         "protocol_threads": 0,
+        "content_events": 0,
         "kept_waiting": 0,
     }
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", cutoff)

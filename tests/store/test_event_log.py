@@ -163,6 +163,7 @@ async def test_migrations_match_the_models(store: Store) -> None:
         "sessions",
         "tasks",
         "tool_executions",
+        "trigger_cooldowns",
         "turns",
         "usage",
         "webhook_attempts",

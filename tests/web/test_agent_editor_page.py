@@ -265,6 +265,8 @@ async def test_members_get_no_editor(page: Page, bosun: Bosun) -> None:
     )
     await expect(page.locator("table.runs thead th")).to_have_count(5)
     await expect(page.get_by_role("button", name="Edit agent")).to_have_count(0)
+    await expect(page.locator("form.agent-create")).to_have_count(0)  # the org has not let them
+    await expect(page.locator("fieldset.org-settings")).to_have_count(0)  # owners only
 
 
 async def test_changes_list_each_changed_field(page: Page, bosun: Bosun) -> None:
@@ -338,3 +340,42 @@ async def test_a_member_edits_the_agent_they_parent(page: Page, bosun: Bosun) ->
         saved = client.get("/v1/agents/mine").json()
     assert (saved["version"], saved["parent"]) == (2, "ada")
     assert saved["identity_prompt"] == "You are Ada's helper."
+
+
+async def test_an_owner_lets_members_create_agents_and_a_member_makes_one(
+    page: Page, browser: Browser, bosun: Bosun
+) -> None:
+    """The owner's Organisation box turns members_create_agents on; a member then gets
+    the New agent form, and the agent they create is theirs (its parent) to edit."""
+    await page.set_viewport_size(DESKTOP)
+    await page.goto("about:blank")
+    await open_agent(page, bosun, "coach")
+    allow = page.locator("fieldset.org-settings").get_by_label(
+        "Members may create their own agents"
+    )
+    await expect(allow).not_to_be_checked()
+    await allow.check()
+    await expect(page.locator(".settings-note")).to_have_text("Saved.")
+
+    token = mint_token(
+        TokenConfig(DEV_JWT_SECRET), user="ben", org="dev-org", role="member", ttl_s=3600
+    )
+    context = await browser.new_context(viewport=DESKTOP)
+    member = await context.new_page()
+    try:
+        await member.goto(f"{bosun.url}/#token={token}")
+        await member.get_by_role("button", name="Agents").click()
+        create = member.locator("form.agent-create")
+        await create.get_by_label("Handle").fill("bens")
+        await create.get_by_label("Name").fill("Ben's helper")
+        await create.get_by_role("button", name="Create agent").click()
+        made = member.locator("button.agent[data-handle=bens]")
+        await expect(made).to_have_attribute("aria-current", "true")
+        await expect(member.get_by_role("button", name="Edit agent")).to_have_count(1)
+        await expect(member.locator("fieldset.org-settings")).to_have_count(0)
+    finally:
+        await context.close()
+    with bosun.api() as client:
+        assert client.get("/v1/org/settings").json() == {"members_create_agents": True}
+        assert client.get("/v1/agents/bens").json()["parent"] == "ben"
+        client.put("/v1/org/settings", json={"members_create_agents": False})

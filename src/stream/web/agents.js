@@ -111,12 +111,14 @@ function costBars(days) {
 export class AgentsView {
   /** `api(method, path, body)` gives `{data}` or `{error}`; `headers()` the auth header;
    * `manager()` whether the signed-in user is an owner or staff (who read costs and edit
-   * every agent); `user()` their user id (a member edits the agents they parent). */
-  constructor(root, { api, headers, manager = () => true, user = () => null }) {
+   * every agent); `owner()` whether an owner (who changes the org's settings); `user()`
+   * their user id (a member edits the agents they parent). */
+  constructor(root, { api, headers, manager = () => true, owner = () => false, user = () => null }) {
     this.root = root;
     this.api = api;
     this.headers = headers;
     this.manager = manager;
+    this.owner = owner;
     this.user = user;
     this.parents = new Map(); // handle -> its parent (a user id), from the list
     this.agent = null; // the handle whose runs are shown
@@ -162,12 +164,57 @@ export class AgentsView {
       list.append(h("li", {}, button));
     }
     const panel = h("div.agent-detail", { id: "agent-detail" });
+    const { data: settings } = await this.api("GET", "/v1/org/settings");
+    const creates = this.manager() || Boolean(settings?.members_create_agents);
     this.root.replaceChildren(
       h("h2", { textContent: "Agents" }),
       error ? h("p.error-detail", { textContent: error.message }) : list,
+      creates ? this.createForm() : null,
+      this.owner() && settings ? this.orgSettings(settings) : null,
       panel,
     );
     if (this.agent) await this.openAgent(this.agent);
+  }
+
+  /** A new agent by handle and name (owners and staff; members where the org lets them,
+   * the server making them its parent): created, it opens, ready to edit. */
+  createForm() {
+    const handle = h("input", {
+      name: "handle", type: "text", required: true, placeholder: "handle",
+      "aria-label": "Handle", autocomplete: "off",
+    });
+    const name = h("input", { name: "name", type: "text", required: true, placeholder: "name", "aria-label": "Name" });
+    const note = h("p.create-note", { role: "status" });
+    const form = h("form.agent-create", { "aria-label": "New agent" },
+      h("strong.create-label", { textContent: "New agent" }), handle, name,
+      h("button", { type: "submit", textContent: "Create agent" }), note);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      note.textContent = "Creating…";
+      const { data, error } = await this.api("POST", "/v1/agents", {
+        handle: handle.value.trim(), name: name.value.trim(),
+      });
+      if (error) {
+        note.textContent = `${error.code}: ${error.message}`;
+        return;
+      }
+      this.agent = data.handle;
+      await this.renderAgents();
+    });
+    return form;
+  }
+
+  /** The org's settings an owner changes here: whether members create agents. */
+  orgSettings(settings) {
+    const box = h("input", { type: "checkbox", name: "members_create_agents", checked: settings.members_create_agents });
+    const note = h("span.settings-note", { role: "status" });
+    box.addEventListener("change", async () => {
+      const { error } = await this.api("PUT", "/v1/org/settings", { members_create_agents: box.checked });
+      if (error) box.checked = !box.checked;
+      note.textContent = error ? `${error.code}: ${error.message}` : "Saved.";
+    });
+    return h("fieldset.org-settings", {}, h("legend", { textContent: "Organisation" }),
+      h("label", {}, box, " Members may create their own agents"), note);
   }
 
   /** Mark the agent on screen in the list (and only it). */

@@ -61,6 +61,7 @@ const agentsView = new AgentsView(ui.agents, {
   api: (...args) => api(...args),
   headers: () => authHeaders(),
   manager: () => MANAGERS.has(claimsOf(state.token ?? "")?.role), // costs: owner and staff
+  owner: () => claimsOf(state.token ?? "")?.role === "owner", // the org's settings
   user: () => claimsOf(state.token ?? "")?.sub ?? null, // a member edits the agents they parent
 });
 
