@@ -14,8 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, String, func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._agents import AgentRow
@@ -114,9 +112,8 @@ class AgentCosts:
     ) -> bool:
         """Record that ``agent`` crossed ``threshold`` in ``period_key``; whether this call
         was the first (only the first may notify)."""
-        make = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         statement = (
-            make(AgentCostAlertRow)
+            self._db.insert(AgentCostAlertRow)
             .values(
                 org_id=org_id,
                 agent=agent,

@@ -30,8 +30,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._agents import AgentRow
@@ -151,9 +149,8 @@ class Approvals:
         now), unless it is recorded already (a resumed or taken-over turn asks again):
         the approval, and whether it is new."""
         now = utcnow()
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         statement = (
-            dialect_insert(ApprovalRow)
+            self._db.insert(ApprovalRow)
             .values(
                 id=new_approval_id(),
                 agent=_agent_of(values["session_id"]),  # whose call: the session's agent

@@ -17,8 +17,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, Index, Integer, String, Text, delete, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
@@ -115,9 +113,8 @@ class ContentEvents:
     async def claim(self, event: ContentEventRecord) -> bool:
         """Store ``event`` unless its id is stored already; whether this call stored it
         (the primary key decides, so concurrent deliveries claim it once)."""
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         query = (
-            dialect_insert(ContentEventRow)
+            self._db.insert(ContentEventRow)
             .values(**asdict(event), received_at=utcnow())
             .on_conflict_do_nothing(index_elements=["org_id", "id"])
             .returning(ContentEventRow.id)
@@ -213,9 +210,8 @@ class ContentEvents:
         ended cool-down, or this event's own from an earlier try), so of two events on
         the resource at once, on any workers, one takes it."""
         now = utcnow()
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         values = {**asdict(cooldown), "until": now + timedelta(seconds=seconds)}
-        insert = dialect_insert(TriggerCooldownRow).values(**values)
+        insert = self._db.insert(TriggerCooldownRow).values(**values)
         query = insert.on_conflict_do_update(
             index_elements=["org_id", "agent", "resource_type", "resource_id"],
             set_={"event_id": insert.excluded.event_id, "until": insert.excluded.until},

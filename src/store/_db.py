@@ -16,6 +16,10 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import event
+from sqlalchemy.dialects.postgresql import Insert as PgInsert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -96,6 +100,12 @@ class Database:
         """``run_write`` of a write that exists only as PostgreSQL's fixed SQL."""
         assert self._pg is not None, "run_pg is PostgreSQL's"
         return await self._pg.submit(None, job)
+
+    def insert(self, table: type[Any]) -> PgInsert | SqliteInsert:
+        """``INSERT`` into ``table`` in this database's dialect: the one with ``ON
+        CONFLICT`` (``on_conflict_do_nothing``/``_do_update``) both databases speak."""
+        make = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        return make(table)
 
     @property
     def writes_in_order(self) -> bool:

@@ -12,8 +12,6 @@ import secrets
 from datetime import datetime
 
 from sqlalchemy import String, Text, delete, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
@@ -50,11 +48,10 @@ class AgentHooks:
         """Make the agent a new secret (the old one stops working); returns it, once."""
         box = self._require_box()
         secret = SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         row = {"org_id": org_id, "handle": handle, "secret_enc": box.encrypt(secret)}
         async with self._db.write() as conn:
             await conn.execute(
-                dialect_insert(AgentHookRow)
+                self._db.insert(AgentHookRow)
                 .values(**row, created_at=utcnow())
                 .on_conflict_do_update(
                     index_elements=["org_id", "handle"],

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, delete, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from store._db import Database
 from store._models import IdempotencyKeyRow, utcnow
@@ -66,9 +64,8 @@ class IdempotencyKeys:
                 IdempotencyKeyRow.created_at < now - CLAIM_TIMEOUT,
             ),
         )
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         insert = (
-            dialect_insert(IdempotencyKeyRow)
+            self._db.insert(IdempotencyKeyRow)
             .values(
                 org_id=org_id, user_id=user_id, key=key, request_hash=request_hash, created_at=now
             )

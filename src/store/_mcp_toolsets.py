@@ -25,8 +25,6 @@ from sqlalchemy import (
     UniqueConstraint,
     select,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
@@ -268,10 +266,9 @@ class McpToolsets(NamedRows[McpToolsetRecord]):
             "tool_categories": dict(spec.tool_categories),
             "timeout_s": float(spec.timeout_s), "enabled": spec.enabled, "updated_at": now,
         }  # fmt: skip
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         new = {"id": f"mcp_{secrets.token_hex(16)}", "org_id": org_id, "name": name}
         statement = (
-            dialect_insert(McpToolsetRow)
+            self._db.insert(McpToolsetRow)
             .values(**new, version=1, created_at=now, **values)
             .on_conflict_do_update(
                 index_elements=["org_id", "name"],

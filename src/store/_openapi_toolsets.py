@@ -15,8 +15,6 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from sqlalchemy import Float, Integer, String, Text, UniqueConstraint, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
@@ -161,10 +159,9 @@ class OpenApiToolsets(NamedRows[OpenApiToolsetRecord]):
             "categories": dict(spec.categories), "timeout_s": float(spec.timeout_s),
             "updated_at": now,
         }  # fmt: skip
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         new = {"id": f"oas_{secrets.token_hex(16)}", "org_id": org_id, "name": name}
         statement = (
-            dialect_insert(OpenApiToolsetRow)
+            self._db.insert(OpenApiToolsetRow)
             .values(**new, version=1, created_at=now, secret_enc=sealed, **values)
             .on_conflict_do_update(
                 index_elements=["org_id", "name"],

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from store._db import Database
 from store._models import OrgRow, utcnow
@@ -38,10 +36,9 @@ class Orgs:
 
     async def save_settings(self, org_id: str, settings: OrgSettings) -> OrgSettings:
         """Store ``settings`` (creating the org's row on first sight)."""
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         async with self._db.write() as conn:
             await conn.execute(
-                dialect_insert(OrgRow)
+                self._db.insert(OrgRow)
                 .values(id=org_id, tier="lite", created_at=utcnow())
                 .on_conflict_do_nothing(index_elements=["id"])
             )

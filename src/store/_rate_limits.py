@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from store._db import Database
 from store._models import RateWindowRow, UsageRow, utcnow
@@ -60,9 +58,8 @@ class RateLimits:
         """Count one request under ``key`` in the current window; return the new count."""
         now = now or utcnow()
         start = window_start(now, window_s)
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         upsert = (
-            dialect_insert(RateWindowRow)
+            self._db.insert(RateWindowRow)
             .values(key=key, window_start=start, count=1)
             .on_conflict_do_update(
                 index_elements=[RateWindowRow.key, RateWindowRow.window_start],

@@ -134,19 +134,18 @@ class Retention:
             for name, count in removed.items():
                 totals[name] += count
         totals["content_events"] = await self._prune_content_events(before, batch_size)
+        async with self._db.write() as conn:  # ended cool-downs: a row per agent and resource
+            await conn.execute(delete(TriggerCooldownRow).where(TriggerCooldownRow.until < before))
         async with self._db.read() as conn:
             kept = await _kept_waiting(conn, before)
         return PruneReport(cutoff=before, applied=True, kept_waiting=kept, **totals)
 
     async def _prune_content_events(self, before: datetime, batch_size: int) -> int:
         """Delete the old content events as sessions go: one read of their keys, then
-        batches by primary key (and the agents' cool-downs that ended before the cutoff:
-        one statement, a row per agent and resource)."""
+        batches by primary key."""
         keys = select(ContentEventRow.org_id, ContentEventRow.id).where(*_old_event(before))
         async with self._db.read() as conn:
             found = [tuple(row) for row in await conn.execute(keys)]
-        async with self._db.write() as conn:
-            await conn.execute(delete(TriggerCooldownRow).where(TriggerCooldownRow.until < before))
         removed = 0
         for start in range(0, len(found), batch_size):
             batch = found[start : start + batch_size]

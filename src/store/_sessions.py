@@ -7,8 +7,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -116,17 +114,16 @@ class Sessions:
         there for the same user and agent is kept: two first messages of one chat protocol
         thread race to open the id it reserved, and both go on in it."""
         now = utcnow()
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         owner = (org_id, user_id, agent)
 
         def write(conn: Connection) -> None:  # on the writer thread: every new chat's first
             conn.execute(
-                dialect_insert(OrgRow)
+                self._db.insert(OrgRow)
                 .values(id=org_id, tier="lite", created_at=now)
                 .on_conflict_do_nothing(index_elements=["id"])
             )
             opened = conn.execute(
-                dialect_insert(SessionRow)
+                self._db.insert(SessionRow)
                 .values(
                     id=session_id, org_id=org_id, user_id=user_id, title=title, agent=agent,
                     last_seq=0, created_at=now, updated_at=now,

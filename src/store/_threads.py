@@ -14,8 +14,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Index, Select, String, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store._db import Database
@@ -56,9 +54,8 @@ class ProtocolThreads:
     async def open(self, org_id: str, user_id: str, thread_id: str, *, session_id: str) -> str:
         """Give the user's thread ``session_id`` unless it has one already (a concurrent
         first message may have won); the session id the thread names now."""
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         claim = (
-            dialect_insert(ProtocolThreadRow)
+            self._db.insert(ProtocolThreadRow)
             .values(
                 org_id=org_id, user_id=user_id, thread_id=thread_id, session_id=session_id,
                 created_at=utcnow(),

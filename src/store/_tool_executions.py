@@ -21,8 +21,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, and_, null, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from store import _hot as hot
@@ -121,12 +119,11 @@ class ToolExecutions:
     ) -> bool:
         """Insert the call's row unless it is recorded already; whether it was. ``ended``
         (status, output, error, completed_at) records a call that already ran."""
-        dialect_insert = pg_insert if self._db.dialect == "postgresql" else sqlite_insert
         values = {"status": "pending", **ended}
         if "output" in values:
             values["output"], values["error"] = _json(values["output"]), _json(values["error"])
         inserted = conn.execute(
-            dialect_insert(ToolExecutionRow)
+            self._db.insert(ToolExecutionRow)
             .values(
                 tool_use_id=tool_use_id,
                 session_id=session_id,

@@ -91,12 +91,17 @@ async def require_profile_writer(services: Services, principal: Principal, what:
         return
     if any(is_parent(principal, agent) for agent in await services.agents.list(principal.org_id)):
         return
-    if (await services.store.orgs.settings(principal.org_id)).members_create_agents:
+    if await _members_create(services, principal.org_id):
         return
     raise ApiError(
         403, "forbidden",
         f"Only owner or staff, or a member who owns an agent or may create one, may {what}",
     )  # fmt: skip
+
+
+async def _members_create(services: Services, org_id: str) -> bool:
+    """Whether the org lets members create agents (``members_create_agents``)."""
+    return (await services.store.orgs.settings(org_id)).members_create_agents
 
 
 def _absent(handle: str) -> ApiError:
@@ -128,14 +133,12 @@ async def _owned(
         require_editor(principal, current)
     if principal.sees_whole_org:
         return profile
-    if current is None:
-        settings = await services.store.orgs.settings(principal.org_id)
-        if not settings.members_create_agents:
-            raise ApiError(
-                403, "forbidden",
-                "Members may not create agents in this organisation; an owner may allow it "
-                "(PUT /v1/org/settings members_create_agents)",
-            )  # fmt: skip
+    if current is None and not await _members_create(services, principal.org_id):
+        raise ApiError(
+            403, "forbidden",
+            "Members may not create agents in this organisation; an owner may allow it "
+            "(PUT /v1/org/settings members_create_agents)",
+        )  # fmt: skip
     if profile.parent not in (None, principal.user_id):
         raise ApiError(
             403, "forbidden_parent",
